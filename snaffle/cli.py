@@ -1,0 +1,139 @@
+"""`snaffle ...` subcommands. Concrete classes are chosen here and passed in built."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from snaffle import __version__
+from snaffle.arms import ARMS
+from snaffle.exceptions import UserError
+from snaffle.model import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.types import Limits, Task
+
+EXIT_USAGE = 2
+EXIT_MODEL_UNREACHABLE = 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_USAGE
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return int(args.func(args))
+    except UserError as exc:
+        print(f"snaffle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="snaffle", description="A light harness for weak models fixing bugs.")
+    parser.add_argument("--version", action="version", version=f"snaffle {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    add_solve(sub)
+    add_prompt_size(sub)
+    return parser
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", default=os.environ.get("SNAFFLE_BASE_URL"), help="OpenAI-compatible URL")
+    parser.add_argument("--model", default=os.environ.get("SNAFFLE_MODEL", "default"), help="model name")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    parser.add_argument("--temperature", type=float, default=None, help="sent only when given")
+    parser.add_argument("--max-output-tokens", type=int, default=None)
+    parser.add_argument("--tool-protocol", choices=("native", "text"), default="native",
+                        help="native tool_calls, or <tool_call> blocks in the text (servers without tools)")  # fmt: skip
+
+
+def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("solve", help="fix an issue in a git repository", description="Fix an issue in a repo.")
+    p.add_argument("--repo", type=Path, required=True, help="path of a git repository")
+    issue = p.add_mutually_exclusive_group(required=True)
+    issue.add_argument("--issue", help="the issue text")
+    issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
+    p.add_argument("--arm", choices=ARMS, default="minimal")
+    add_model_args(p)
+    p.add_argument("--max-turns", type=int, default=30, help="model calls (0 = no cap)")
+    p.add_argument("--max-tokens", type=int, default=0, help="prompt + completion tokens (0 = no cap)")
+    p.add_argument("--max-dollars", type=float, default=0.0, help="dollars (0 = no cap)")
+    p.add_argument("--timeout", type=float, default=0.0, help="wall-clock seconds (0 = no cap)")
+    p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
+    p.set_defaults(func=cmd_solve)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
+    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, zero_pricer)
+    attempt = solve(task, config)
+    print(json.dumps({"exit_status": attempt.exit_status, "run_dir": str(args.out),
+                      "patch_lines": len(attempt.patch.splitlines())}))  # fmt: skip
+    if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
+        result = json.loads((args.out / "result.json").read_text())
+        print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
+        return EXIT_MODEL_UNREACHABLE
+    return 0
+
+
+def read_issue(args: argparse.Namespace) -> str:
+    if args.issue is not None:
+        text = str(args.issue)
+    else:
+        try:
+            text = Path(args.issue_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read the issue file {args.issue_file}: {exc.__class__.__name__}") from exc
+    if not text.strip():
+        raise UserError("the issue text is empty; pass --issue TEXT or a non-empty --issue-file")
+    return text
+
+
+def model_config(args: argparse.Namespace) -> ModelConfig:
+    if not args.base_url:
+        raise UserError("no model endpoint: pass --base-url or set SNAFFLE_BASE_URL")
+    return ModelConfig(
+        base_url=args.base_url,
+        model=args.model,
+        api_key=os.environ.get(args.api_key_env, "not-needed"),
+        temperature=args.temperature,
+        max_output_tokens=args.max_output_tokens,
+        tool_protocol=args.tool_protocol,
+    )
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    values = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
+    if any(v < 0 for v in values):
+        raise UserError("caps must be >= 0 (0 means no cap)")
+    return Limits(args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
+
+
+def add_prompt_size(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("prompt-size", help="print an arm's fixed context (system prompt + tool schemas)")
+    p.add_argument("--arm", choices=ARMS, default="minimal")
+    p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
+    p.set_defaults(func=cmd_prompt_size)
+
+
+def cmd_prompt_size(args: argparse.Namespace) -> int:
+    from snaffle.arms import fixed_context
+
+    print(json.dumps(fixed_context(args.arm, args.tool_protocol)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

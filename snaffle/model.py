@@ -1,0 +1,238 @@
+"""Model boundary: one chat-completions call through the OpenAI SDK, retried with tenacity, decoded into a reply.
+
+Tool calls are decoded from native `tool_calls` or from the text protocol (`<tool_call>{json}</tool_call>` blocks in
+the reply, the format Qwen-family models emit); both are accepted whatever the configured protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
+
+from snaffle.exceptions import LimitsExceeded, ModelError
+from snaffle.types import Message, ModelReply, ToolCall, Usage
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+BACKOFF_MIN_S = 1.0
+BACKOFF_MAX_S = 12.0
+MAX_ATTEMPTS = 8
+DEFAULT_CALL_TIMEOUT_S = 600.0
+SHIM_LIMIT_TYPES = frozenset({"budget_exceeded", "max_turns_exceeded", "timeout"})
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+SHIM_HEADER_PREFIX = "x-snaffle-"
+
+RetryHook = Callable[[int, str, float], None]
+"""Called before each retry sleep with (attempt number, error text, seconds to wait)."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """How to reach one OpenAI-compatible endpoint. The API key is held here only, never written anywhere."""
+
+    base_url: str
+    model: str
+    api_key: str = "not-needed"
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    tool_protocol: str = "native"
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+
+
+class OpenAIModel:
+    """The `Model` seam over the OpenAI SDK (its own retries off; ours are in `complete`)."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        deadline: float | None = None,
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.model
+        self.deadline = deadline
+        self.on_retry = on_retry
+        self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0)
+
+    def complete(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
+    ) -> ModelReply:
+        retrying = Retrying(
+            retry=retry_if_exception(is_retryable),
+            wait=wait_random_exponential(multiplier=BACKOFF_MIN_S, min=BACKOFF_MIN_S, max=BACKOFF_MAX_S),
+            stop=self._should_stop,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._call_once, messages, tools, timeout_s)
+        except openai.APIError as exc:
+            attempts = int(retrying.statistics.get("attempt_number", 1))
+            if is_retryable(exc) and self.deadline is not None and attempts < MAX_ATTEMPTS:
+                raise LimitsExceeded("timeout", f"wall-clock cap reached while retrying: {_describe(exc)}") from exc
+            if isinstance(exc, openai.APIStatusError):
+                raise _status_interrupt(exc) from exc
+            raise ModelError(f"model endpoint failed after retries: {_describe(exc)}") from exc
+
+    def _past_deadline(self, ahead_s: float = 0.0) -> bool:
+        return self.deadline is not None and time.monotonic() + ahead_s >= self.deadline
+
+    def _call_once(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
+    ) -> ModelReply:
+        timeout = self._timeout(timeout_s)
+        started = time.monotonic()
+        raw = self._client.chat.completions.with_raw_response.create(
+            **request_body(self.config, messages, tools), timeout=timeout
+        )
+        completion = raw.parse()
+        latency = time.monotonic() - started
+        return decode_reply(completion.model_dump(), latency, shim_headers(dict(raw.headers)))
+
+    def _timeout(self, timeout_s: float | None) -> float:
+        timeout = timeout_s or self.config.call_timeout_s
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise LimitsExceeded("timeout", "wall-clock cap reached while waiting for the model")
+            timeout = min(timeout, left)
+        return max(timeout, 0.05)
+
+    def _should_stop(self, state: RetryCallState) -> bool:
+        return state.attempt_number >= MAX_ATTEMPTS or self._past_deadline(state.upcoming_sleep or 0.0)
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        if self.on_retry is None or state.outcome is None:
+            return
+        error = state.outcome.exception()
+        self.on_retry(state.attempt_number, _describe(error), state.upcoming_sleep or 0.0)
+
+
+def request_body(
+    config: ModelConfig, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The chat-completions request; temperature and max tokens only when configured."""
+    body: dict[str, Any] = {"model": config.model, "messages": list(messages)}
+    if tools and config.tool_protocol == "native":
+        body["tools"] = [{"type": "function", "function": dict(t)} for t in tools]
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    if config.max_output_tokens is not None:
+        body["max_tokens"] = config.max_output_tokens
+    return body
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """408, 429 (unless the shim refused on a limit), 5xx, timeouts and connection errors."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUS and _error_type(exc) not in SHIM_LIMIT_TYPES
+    return isinstance(exc, openai.APIConnectionError | openai.APITimeoutError)
+
+
+def _status_interrupt(exc: openai.APIStatusError) -> LimitsExceeded | ModelError:
+    kind = _error_type(exc)
+    if kind in SHIM_LIMIT_TYPES:
+        return LimitsExceeded(kind, f"the metering shim refused the call: {kind}")
+    return ModelError(f"model endpoint answered HTTP {exc.status_code}: {_describe(exc)}")
+
+
+def _error_type(exc: openai.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown error"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def shim_headers(headers: Mapping[str, str]) -> dict[str, float]:
+    """Cumulative usage the metering shim reports in `x-snaffle-*` headers."""
+    found: dict[str, float] = {}
+    for key, value in headers.items():
+        if key.lower().startswith(SHIM_HEADER_PREFIX):
+            try:
+                found[key.lower()[len(SHIM_HEADER_PREFIX) :].replace("-", "_")] = float(value)
+            except ValueError:
+                continue
+    return found
+
+
+def decode_reply(completion: Mapping[str, Any], latency_s: float, shim: Mapping[str, float]) -> ModelReply:
+    """Turn a chat.completion object into a `ModelReply`, decoding tool calls natively or from text."""
+    choices = completion.get("choices") or [{}]
+    message = choices[0].get("message") or {}
+    content = message.get("content") or ""
+    native = message.get("tool_calls") or []
+    calls = tuple(decode_native_call(c) for c in native) if native else decode_text_calls(content)
+    return ModelReply(
+        content=content,
+        tool_calls=calls,
+        reasoning=message.get("reasoning_content") or message.get("reasoning"),
+        usage=decode_usage(completion.get("usage") or {}),
+        latency_s=latency_s,
+        finish_reason=choices[0].get("finish_reason"),
+        protocol="native" if native else "text",
+        shim=dict(shim),
+    )
+
+
+def decode_usage(usage: Mapping[str, Any]) -> Usage:
+    """Usage from the wire; missing details count as zero."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def decode_native_call(call: Mapping[str, Any]) -> ToolCall:
+    """One native tool call; undecodable arguments become a call with `error` set."""
+    function = call.get("function") or {}
+    raw = function.get("arguments") or "{}"
+    arguments, error = parse_arguments(raw if isinstance(raw, str) else json.dumps(raw))
+    return ToolCall(str(call.get("id") or ""), str(function.get("name") or ""), arguments, error, str(raw))
+
+
+def decode_text_calls(content: str) -> tuple[ToolCall, ...]:
+    """Tool calls written in the reply as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`."""
+    calls = []
+    for index, match in enumerate(TOOL_CALL_RE.finditer(content)):
+        calls.append(_text_call(match.group(1), f"text_{index}"))
+    return tuple(calls)
+
+
+def _text_call(raw: str, call_id: str) -> ToolCall:
+    payload, error = parse_arguments(raw)
+    if error is not None:
+        return ToolCall(call_id, "", {}, f"tool call is not valid JSON: {error}", raw)
+    name = payload.get("name")
+    arguments = payload.get("arguments", payload.get("parameters", {}))
+    if isinstance(arguments, str):
+        arguments, error = parse_arguments(arguments)
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return ToolCall(call_id, str(name or ""), {}, 'expected {"name": "...", "arguments": {...}}', raw)
+    return ToolCall(call_id, name, arguments, error, raw)
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """Decode a JSON object; on failure return the parser's message (truncated JSON, wrong type)."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return {}, f"{exc.msg} at position {exc.pos} of {len(raw)} characters"
+    if not isinstance(value, dict):
+        return {}, f"expected a JSON object, got {type(value).__name__}"
+    return value, None

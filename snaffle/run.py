@@ -1,0 +1,118 @@
+"""One task, end to end: open the repo, build the arm, run the loop, write trajectory, patch and result."""
+
+from __future__ import annotations
+
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from snaffle import __version__
+from snaffle.arms import ArmSetup, minimal_arm
+from snaffle.exceptions import StateError, UserError
+from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
+from snaffle.model import ModelConfig, OpenAIModel
+from snaffle.shell import Sandbox
+from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
+from snaffle.types import Attempt, Limits, Task, Usage
+from snaffle.workspace import Workspace, classify_patch
+
+
+@dataclass(frozen=True)
+class SolveConfig:
+    """Everything a run needs besides the task."""
+
+    arm: str
+    model: ModelConfig
+    limits: Limits
+    out: Path
+    pricer: Pricer
+
+
+def zero_pricer(model: str, usage: Usage) -> float:
+    """Pricing for unknown or local models: free."""
+    return 0.0
+
+
+def solve(task: Task, config: SolveConfig) -> Attempt:
+    """Run one arm on one task; every outcome (including model and state errors) ends in result.json."""
+    workspace = Workspace.open(task.repo)
+    config.out.mkdir(parents=True, exist_ok=True)
+    writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, secrets=(config.model.api_key,))
+    started = time.monotonic()
+    deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
+            arm = build_arm(config, workspace, Sandbox.create(Path(scratch)), task, deadline)
+            writer.write(header(task, config, arm))
+            outcome = run_loop(config, workspace, writer, arm, deadline)
+            return finish(task, config, workspace, writer, outcome)
+    finally:
+        writer.close()
+        workspace.close()
+
+
+def build_arm(
+    config: SolveConfig, workspace: Workspace, sandbox: Sandbox, task: Task, deadline: float | None
+) -> ArmSetup:
+    if config.arm == "minimal":
+        return minimal_arm(workspace, sandbox, task.issue, config.model.tool_protocol, deadline)
+    raise UserError(f"unknown arm {config.arm!r}; choose one of: minimal")
+
+
+def run_loop(
+    config: SolveConfig, workspace: Workspace, writer: TrajectoryWriter, arm: ArmSetup, deadline: float | None
+) -> Outcome:
+    def on_retry(attempt: int, error: str, wait_s: float) -> None:
+        writer.write({"type": "retry", "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)})
+
+    model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
+    loop_config = LoopConfig(arm=config.arm, limits=config.limits, protocol=config.model.tool_protocol)
+    loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)
+    return loop.run(arm.messages)
+
+
+def header(task: Task, config: SolveConfig, arm: ArmSetup) -> dict[str, Any]:
+    limits = config.limits
+    return {
+        "type": "header",
+        "format": "snaffle-trajectory/1",
+        "snaffle_version": __version__,
+        "task": {"instance_id": task.instance_id, "repo": str(task.repo), "issue": task.issue},
+        "arm": config.arm,
+        "model": config.model.model,
+        "base_url": config.model.base_url,
+        "caps": {
+            "max_turns": limits.max_turns,
+            "max_tokens": limits.max_tokens,
+            "max_dollars": limits.max_dollars,
+            "timeout_s": limits.timeout_s,
+        },
+        "fixed_context_tokens": arm.fixed_context_tokens(config.model.tool_protocol),
+        "python": platform.python_version(),
+        "config": {"tool_protocol": config.model.tool_protocol, "temperature": config.model.temperature},
+    }
+
+
+def finish(
+    task: Task, config: SolveConfig, workspace: Workspace, writer: TrajectoryWriter, outcome: Outcome
+) -> Attempt:
+    """Write the exit line, patch.diff and result.json; a trajectory that cannot be saved turns into state_error."""
+    patch = workspace.patch()
+    (config.out / PATCH_FILE).write_text(patch, encoding="utf-8")
+    status, message = outcome.status, outcome.message
+    totals = {**outcome.usage.as_dict(), "turns": outcome.turns, "elapsed_s": round(outcome.elapsed_s, 3),
+              **outcome.counters}  # fmt: skip
+    try:
+        writer.write({"type": "exit", "status": status, "message": message, "patch": patch, "totals": totals})
+    except StateError as exc:
+        status, message = "state_error", str(exc)
+    write_result(config.out, {
+        "instance_id": task.instance_id, "arm": config.arm, "model": config.model.model,
+        "exit_status": status, "message": message, "patch_kind": classify_patch(patch),
+        "patch_path": PATCH_FILE, "trajectory_path": TRAJECTORY_FILE, "totals": totals,
+        "shim": None, "usage_disagreement": False,
+    })  # fmt: skip
+    return Attempt(patch, status, config.out / TRAJECTORY_FILE, outcome.usage)

@@ -1,0 +1,167 @@
+"""Records passed between snaffle's boundaries, and the seams (Protocols) they plug into."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+Message = dict[str, Any]
+"""An OpenAI chat message, kept as a plain dict: it is a wire format."""
+
+Event = dict[str, Any]
+"""One trajectory line, kept as a plain dict: it is a wire format."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token and dollar usage of one model call, or a sum of them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    dollars: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.dollars + other.dollars,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "dollars": round(self.dollars, 8),
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for; `error` is set when its arguments could not be decoded."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    error: str | None = None
+    raw_arguments: str = ""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The observation bound to one tool call."""
+
+    call_id: str
+    name: str
+    output: str
+    ok: bool = True
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One decoded chat-completions response."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    reasoning: str | None
+    usage: Usage
+    latency_s: float
+    finish_reason: str | None
+    protocol: str
+    """`native` when the server returned `tool_calls`, `text` when they were parsed from the content."""
+    shim: Mapping[str, Any] = field(default_factory=dict)
+    """Cumulative usage reported by the metering shim's `x-snaffle-*` headers, when present."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A gate's verdict on a proposed change: `ok`, or the reason it was refused."""
+
+    gate: str
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard caps of one run; 0 means off."""
+
+    max_turns: int = 0
+    max_tokens: int = 0
+    max_dollars: float = 0.0
+    timeout_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to solve: a repository and an issue text."""
+
+    repo: Path
+    issue: str
+    instance_id: str = "task"
+    failing_test: str | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What an adapter returns for one task."""
+
+    patch: str
+    exit_status: str
+    trajectory_path: Path
+    usage: Usage
+
+
+class Model(Protocol):
+    """The model boundary: one chat-completions call, retried and decoded."""
+
+    name: str
+
+    def complete(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
+    ) -> ModelReply: ...
+
+
+class Tool(Protocol):
+    """A callable tool with a JSON schema; see `snaffle.tools.Registry`."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+    def __call__(self, **kwargs: Any) -> str: ...
+
+
+class Gate(Protocol):
+    """A pure check on a proposed change."""
+
+    name: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> GateResult: ...
+
+
+class TrajectorySink(Protocol):
+    """Where trajectory events go, one at a time, durably."""
+
+    def write(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Adapter(Protocol):
+    """Runs one harness (snaffle's arms or an external CLI) on one task."""
+
+    name: str
+
+    def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt: ...

@@ -1,0 +1,107 @@
+"""The repository a run works in: safe path resolution, the starting snapshot, the patch, a change fingerprint.
+
+Snapshots and patches go through a private git index, so the user's index, refs and stash are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from snaffle.exceptions import UserError
+
+ALWAYS_EXCLUDED = (":(glob,exclude)**/__pycache__/**", ":(glob,exclude)**/*.pyc", ":(glob,exclude).pytest_cache/**")
+GIT_TIMEOUT_S = 120
+
+
+class PathEscape(ValueError):
+    """A path that resolves outside the repository."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A git repository, the tree it started from, and a private index that keeps git's stat cache warm."""
+
+    root: Path
+    base_tree: str
+    index: Path
+
+    @classmethod
+    def open(cls, repo: Path) -> Workspace:
+        """Open a repo and snapshot its working tree (uncommitted changes included) as the base."""
+        root = repo.resolve()
+        if not root.is_dir():
+            raise UserError(f"repository not found: {repo} (pass an existing directory to --repo)")
+        if git(root, "rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
+            raise UserError(f"not a git repository: {repo} (run `git init && git add -A && git commit` there)")
+        top = Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
+        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        real_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
+        if real_index.is_file():
+            shutil.copyfile(real_index, index)
+        return cls(top, snapshot_tree(top, index), index)
+
+    def close(self) -> None:
+        shutil.rmtree(self.index.parent, ignore_errors=True)
+
+    def resolve(self, path: str) -> Path:
+        """A path given by the model, relative to the root (or absolute inside it); escapes are refused."""
+        candidate = Path(path)
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        resolved = full.resolve()
+        if resolved != self.root and self.root not in resolved.parents:
+            raise PathEscape(f"path {path!r} is outside the repository; use a path relative to its root")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def patch(self) -> str:
+        """The diff from the starting snapshot to the working tree, new untracked files included."""
+        tree = snapshot_tree(self.root, self.index)
+        return git(self.root, "diff", "--binary", "--no-color", "--no-ext-diff", self.base_tree, tree)
+
+    def fingerprint(self) -> str:
+        """A digest that changes whenever the working tree's content changes."""
+        return snapshot_tree(self.root, self.index)
+
+
+def snapshot_tree(root: Path, index: Path) -> str:
+    """Write the working tree (respecting .gitignore) to a tree object through the private index."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    git(root, "add", "-A", "--", ".", *ALWAYS_EXCLUDED, env=env)
+    return git(root, "write-tree", env=env).strip()
+
+
+def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+    """Run git in `root` and return stdout (decoded leniently)."""
+    proc = subprocess.run(
+        ["git", "-c", "core.quotepath=off", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise UserError(f"git {args[0]} failed in {root}: {message[-1] if message else proc.returncode}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def classify_patch(patch: str) -> str:
+    """`empty`, `binary_only` (every changed file is binary) or `patch`."""
+    if not patch.strip():
+        return "empty"
+    sections = patch.split("\ndiff --git ")
+    binary = ["GIT binary patch" in s or "\nBinary files " in s for s in sections]
+    return "binary_only" if all(binary) else "patch"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()

@@ -1,0 +1,258 @@
+"""The loop end to end: the minimal arm against the scripted model server on real git repos."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snaffle.model import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.testing import ScriptedServer
+from snaffle.trajectory import read_trajectory
+from snaffle.types import Attempt, Limits, Task, Usage
+from tests.conftest import CALC_ISSUE, git
+
+Start = Callable[[list[dict[str, Any]]], ScriptedServer]
+
+FIX_SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
+    {"tool_calls": [{"name": "str_replace_editor", "arguments": {"command": "view", "path": "calc/__init__.py"}}]},
+    {
+        "content": "The add function subtracts; fixing it.",
+        "tool_calls": [
+            {
+                "name": "str_replace_editor",
+                "arguments": {
+                    "command": "str_replace",
+                    "path": "calc/__init__.py",
+                    "old_str": "return a - b",
+                    "new_str": "return a + b",
+                },
+            }
+        ],
+    },
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
+    {"content": "The tests pass now.\nDONE"},
+]
+
+
+def text_protocol(script: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same script, with each tool call written in the reply as a <tool_call> block."""
+    converted = []
+    for entry in script:
+        blocks = [f"<tool_call>{json.dumps(c)}</tool_call>" for c in entry.get("tool_calls", [])]
+        converted.append({"content": "\n".join([entry.get("content", ""), *blocks]).strip()})
+    return converted
+
+
+def run(
+    repo: Path,
+    server: ScriptedServer,
+    out: Path,
+    limits: Limits | None = None,
+    protocol: str = "native",
+    pricer: Callable[[str, Usage], float] = zero_pricer,
+) -> Attempt:
+    model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol)
+    config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer)
+    return solve(Task(repo=repo, issue=CALC_ISSUE), config)
+
+
+def repo_tests_pass(repo: Path) -> bool:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo)
+    return proc.returncode == 0
+
+
+@pytest.mark.parametrize("protocol", ["native", "text"])
+def test_minimal_arm_fixes_planted_bug(calc_repo: Path, scripted: Start, tmp_path: Path, protocol: str) -> None:
+    script = FIX_SCRIPT if protocol == "native" else text_protocol(FIX_SCRIPT)
+    server = scripted(script)
+    out = tmp_path / "run"
+    attempt = run(calc_repo, server, out, protocol=protocol)
+    assert attempt.exit_status == "submitted"
+    assert "+    return a + b" in attempt.patch
+    assert repo_tests_pass(calc_repo)
+    git(calc_repo, "stash", "-u")
+    assert not repo_tests_pass(calc_repo)
+    git(calc_repo, "apply", str(out / "patch.diff"))
+    assert repo_tests_pass(calc_repo)
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    kinds = [e["type"] for e in trajectory.events]
+    assert kinds[0] == "header" and kinds[-1] == "exit"
+    assert kinds.count("model_call") == 5 and kinds.count("tool_call") == 4 and kinds.count("tool_result") == 4
+    assert trajectory.exit is not None and trajectory.exit["status"] == "submitted"
+    result = json.loads((out / "result.json").read_text())
+    assert result["exit_status"] == "submitted" and result["patch_kind"] == "patch"
+    first_result = next(trajectory.of_type("tool_result"))
+    assert "1 failed" in first_result["output"]
+
+
+def test_history_is_append_only_and_results_bind_to_call_ids(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    server = scripted(FIX_SCRIPT)
+    run(calc_repo, server, tmp_path / "run")
+    bodies = [r.body["messages"] for r in server.requests]
+    for earlier, later in zip(bodies, bodies[1:], strict=False):
+        assert later[: len(earlier)] == earlier
+    last = bodies[-1]
+    call_ids = [c["id"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    result_ids = [m["tool_call_id"] for m in last if m["role"] == "tool"]
+    assert call_ids == result_ids and len(call_ids) == 4
+
+
+def test_temperature_sent_only_when_configured(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": "DONE", "expect": {"temperature": None}}, {"content": "DONE"}])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "submitted"
+
+
+def test_model_call_lines_carry_usage_and_cumulative(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    script = [{**e, "usage": {"prompt_tokens": 100, "completion_tokens": 10}} for e in FIX_SCRIPT]
+    server = scripted(script)
+    out = tmp_path / "run"
+    run(calc_repo, server, out, pricer=lambda model, usage: usage.prompt_tokens * 1e-6)
+    calls = list(read_trajectory(out / "trajectory.jsonl").of_type("model_call"))
+    assert [c["cumulative"]["prompt_tokens"] for c in calls] == [100, 200, 300, 400, 500]
+    assert calls[-1]["cumulative"]["dollars"] == pytest.approx(500e-6)
+    assert all(c["latency_s"] >= 0 and c["messages_digest"] for c in calls)
+    assert calls[0]["messages_delta"][0]["role"] == "system"
+    assert calls[1]["messages_delta"][0]["role"] == "tool"
+
+
+BASH_LS = {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+def statuses(out: Path) -> tuple[str, int]:
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    assert trajectory.exit is not None
+    return trajectory.exit["status"], len(list(trajectory.of_type("model_call")))
+
+
+def test_turn_cap_halts_before_the_next_call(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([bash(f"echo {i}") for i in range(5)])
+    run(calc_repo, server, tmp_path / "run", Limits(max_turns=2))
+    assert statuses(tmp_path / "run") == ("max_turns_exceeded", 2)
+    assert server.remaining == 3
+
+
+def test_token_cap_counts_prompt_and_completion(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    usage = {"prompt_tokens": 300, "completion_tokens": 50}
+    server = scripted([{**bash(f"echo {i}"), "usage": usage} for i in range(5)])
+    run(calc_repo, server, tmp_path / "run", Limits(max_tokens=1000))
+    assert statuses(tmp_path / "run") == ("budget_exceeded", 3)
+
+
+def test_dollar_cap_uses_the_pricer(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([bash(f"echo {i}") for i in range(5)])
+    run(calc_repo, server, tmp_path / "run", Limits(max_dollars=0.25), pricer=lambda m, u: 0.1)
+    assert statuses(tmp_path / "run") == ("budget_exceeded", 3)
+
+
+def test_wall_clock_cap_cuts_a_slow_call(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([bash("echo 1"), {**bash("echo 2"), "delay": 10}])
+    attempt = run(calc_repo, server, tmp_path / "run", Limits(timeout_s=2.5))
+    assert attempt.exit_status == "timeout"
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["totals"]["elapsed_s"] < 6
+
+
+def test_retries_on_429_and_500_then_succeed(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([
+        {"status": 429, "headers": {"retry-after": "0"}},
+        {"status": 500},
+        {"content": "DONE"},
+        {"content": "DONE"},
+    ])  # fmt: skip
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "submitted"
+    retries = list(read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("retry"))
+    assert [r["attempt"] for r in retries] == [1, 2]
+    assert all(1.0 <= r["wait_s"] <= 12.0 for r in retries)
+
+
+def test_retries_stop_at_the_wall_clock_cap(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"status": 503, "repeat": 50}])
+    attempt = run(calc_repo, server, tmp_path / "run", Limits(timeout_s=3))
+    assert attempt.exit_status == "timeout"
+    assert 2 <= len(server.requests) <= 4
+
+
+def test_a_client_error_is_not_retried(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"status": 401, "error": {"message": "bad key", "type": "auth"}}])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "model_error" and len(server.requests) == 1
+
+
+def test_three_malformed_turns_end_the_run(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    truncated = {"tool_calls": [{"name": "bash", "arguments": '{"command": "ls'}]}
+    server = scripted([truncated, {"content": "I think the bug is in add."}, truncated, BASH_LS])
+    run(calc_repo, server, tmp_path / "run")
+    assert statuses(tmp_path / "run") == ("malformed_tool_calls", 3)
+    results = list(read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("tool_result"))
+    assert "could not be decoded" in results[0]["output"] and "position" in results[0]["output"]
+
+
+def test_a_valid_turn_resets_the_malformed_count(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    bad = {"tool_calls": [{"name": "no_such_tool", "arguments": {}}]}
+    server = scripted([bad, bad, BASH_LS, bad, bad, {"content": "DONE"}])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "submitted"
+
+
+def test_a_rejected_call_leaves_the_repo_unchanged(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    before = (calc_repo / "calc" / "__init__.py").read_bytes()
+    wrong = {"command": "replace", "path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"}
+    extra = {"command": "str_replace", "path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b", "x": 1}
+    server = scripted([
+        {"tool_calls": [{"name": "str_replace_editor", "arguments": wrong}]},
+        {"tool_calls": [{"name": "str_replace_editor", "arguments": extra}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"cmd": "rm -rf calc"}}]},
+    ])  # fmt: skip
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "malformed_tool_calls" and attempt.patch == ""
+    assert (calc_repo / "calc" / "__init__.py").read_bytes() == before
+    outputs = [r["output"] for r in read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("tool_result")]
+    assert "must be one of" in outputs[0] and "unknown argument" in outputs[1] and "missing" in outputs[2]
+
+
+def test_identical_calls_with_nothing_changed_are_refused_then_looping(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    server = scripted([BASH_LS, BASH_LS, BASH_LS, BASH_LS, BASH_LS])
+    run(calc_repo, server, tmp_path / "run")
+    assert statuses(tmp_path / "run") == ("looping", 4)
+    gates = [g["gate"] for g in read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("gate")]
+    assert gates == ["repeat", "repeat", "repeat"]
+
+
+def test_a_repeat_after_a_change_runs(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([BASH_LS, bash("touch new_file.txt"), BASH_LS, {"content": "DONE"}])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "submitted"
+    outputs = [r["output"] for r in read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("tool_result")]
+    assert "new_file.txt" in outputs[2]
+
+
+def test_done_before_any_work_is_refused_once(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": "DONE"}, {"content": "DONE"}])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "submitted" and len(server.requests) == 2
+    assert "Not done yet" in server.requests[1].body["messages"][-1]["content"]
+
+
+def test_script_exhaustion_is_a_model_error(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([BASH_LS])
+    attempt = run(calc_repo, server, tmp_path / "run")
+    assert attempt.exit_status == "model_error"
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["patch_kind"] == "empty"
