@@ -58,9 +58,7 @@ class Bash:
 MINIMAL_EXAMPLE = {"name": "bash", "arguments": {"command": "ls"}}
 
 
-def minimal_arm(
-    workspace: Workspace, sandbox: Sandbox, issue: str, protocol: str, deadline: float | None
-) -> ArmSetup:
+def minimal_arm(workspace: Workspace, sandbox: Sandbox, issue: str, protocol: str, deadline: float | None) -> ArmSetup:
     """bash and str_replace_editor, the four-step prompt, and the issue."""
     registry = Registry()
     registry.register(Bash(workspace, sandbox, deadline).bash)
@@ -86,9 +84,7 @@ def fixed_context(arm: str, protocol: str) -> dict[str, Any]:
             "schema_tokens": schema_tokens, "fixed_context_tokens": system_tokens + schema_tokens}  # fmt: skip
 
 
-def system_prompt(
-    base: str, schemas: Sequence[Mapping[str, Any]], protocol: str, example: Mapping[str, Any]
-) -> str:
+def system_prompt(base: str, schemas: Sequence[Mapping[str, Any]], protocol: str, example: Mapping[str, Any]) -> str:
     """The system prompt; with the text protocol it also describes the tools and the call format."""
     if protocol != "text":
         return base.strip()

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from snaffle import __version__
+from snaffle import __version__, demo
 from snaffle.arms import ARMS
 from snaffle.exceptions import UserError
-from snaffle.model import ModelConfig
+from snaffle.model import ModelConfig, check_endpoint
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Limits, Task
+from snaffle.workspace import Workspace
 
 EXIT_USAGE = 2
 EXIT_MODEL_UNREACHABLE = 3
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_solve(sub)
     add_prompt_size(sub)
+    demo.register(sub)
     return parser
 
 
@@ -55,8 +57,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     parser.add_argument("--temperature", type=float, default=None, help="sent only when given")
     parser.add_argument("--max-output-tokens", type=int, default=None)
-    parser.add_argument("--tool-protocol", choices=("native", "text"), default="native",
-                        help="native tool_calls, or <tool_call> blocks in the text (servers without tools)")  # fmt: skip
+    protocols = ("native", "text")
+    help_text = "native tool_calls, or <tool_call> blocks in the reply (servers without tool calling)"
+    parser.add_argument("--tool-protocol", choices=protocols, default="native", help=help_text)
 
 
 def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,6 +81,8 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
     config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, zero_pricer)
+    Workspace.open(args.repo).close()
+    check_endpoint(config.model.base_url)
     attempt = solve(task, config)
     print(json.dumps({"exit_status": attempt.exit_status, "run_dir": str(args.out),
                       "patch_lines": len(attempt.patch.splitlines())}))  # fmt: skip

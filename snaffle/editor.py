@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from snaffle.shell import cut
 from snaffle.tools import ToolFailure
@@ -14,6 +14,7 @@ LISTING_DEPTH = 2
 LISTING_CAP = 200
 SKIPPED_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules", ".pytest_cache", ".mypy_cache"})
 
+T = TypeVar("T")
 Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 
 
@@ -149,7 +150,7 @@ class Editor:
         return self.workspace.relative(target)
 
 
-def _required(value: str | int | None, name: str, command: str) -> str | int:
+def _required(value: T | None, name: str, command: str) -> T:
     if value is None:
         raise ToolFailure(f"command {command} needs the argument {name}")
     return value
@@ -170,9 +171,11 @@ def _window(view_range: list[int] | None, total: int) -> tuple[int, int]:
 def _match_problem(text: str, old: str, count: int, rel: str) -> str:
     if count == 0:
         squeezed = " ".join(old.split())
-        hint = " (it matches if whitespace is ignored: copy the exact indentation)" if squeezed and squeezed in " ".join(
-            text.split()
-        ) else ""
+        hint = (
+            " (it matches if whitespace is ignored: copy the exact indentation)"
+            if squeezed and squeezed in " ".join(text.split())
+            else ""
+        )
         return f"old_str not found in {rel}{hint}; view the file and copy the text exactly"
     lines = [text[:i].count("\n") + 1 for i in _positions(text, old)]
     return f"old_str occurs {count} times in {rel} (lines {', '.join(map(str, lines[:10]))}); include more context"

@@ -28,7 +28,9 @@ NO_CALL_MESSAGE = (
 EARLY_DONE_MESSAGE = (
     "Not done yet: you have not read any code or changed anything. Explore the repository and fix the issue first."
 )
-REPEAT_MESSAGE = "Refused: this exact call already ran and nothing has changed since, so its result stands. Try something else."
+REPEAT_MESSAGE = (
+    "Refused: this exact call already ran and nothing has changed since, so its result stands. Try something else."
+)
 
 Pricer = Callable[[str, Usage], float]
 Fingerprint = Callable[[], str]
@@ -128,8 +130,13 @@ class Loop:
 
     def record_call(self, reply: ModelReply) -> None:
         usage = reply.usage
-        usage = Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens,
-                      self.pricer(self.model.name, usage))
+        usage = Usage(
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            usage.reasoning_tokens,
+            self.pricer(self.model.name, usage),
+        )
         self.usage += usage
         self.save({
             "type": "model_call", "turn": self.turn, "messages_delta": self.messages[self.sent:],

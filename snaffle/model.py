@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
-from snaffle.exceptions import LimitsExceeded, ModelError
+from snaffle.exceptions import LimitsExceeded, ModelError, UserError
 from snaffle.types import Message, ModelReply, ToolCall, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -27,6 +28,8 @@ DEFAULT_CALL_TIMEOUT_S = 600.0
 SHIM_LIMIT_TYPES = frozenset({"budget_exceeded", "max_turns_exceeded", "timeout"})
 TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 SHIM_HEADER_PREFIX = "x-snaffle-"
+PREFLIGHT_TRIES = 3
+PREFLIGHT_TIMEOUT_S = 5.0
 
 RetryHook = Callable[[int, str, float], None]
 """Called before each retry sleep with (attempt number, error text, seconds to wait)."""
@@ -236,3 +239,16 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     if not isinstance(value, dict):
         return {}, f"expected a JSON object, got {type(value).__name__}"
     return value, None
+
+
+def check_endpoint(base_url: str) -> None:
+    """Fail fast, in one line, when nothing listens at the endpoint; any HTTP answer (even 404) is fine."""
+    error: Exception | None = None
+    for attempt in range(PREFLIGHT_TRIES):
+        try:
+            httpx.get(base_url.rstrip("/") + "/models", timeout=PREFLIGHT_TIMEOUT_S)
+            return
+        except httpx.HTTPError as exc:
+            error = exc
+            time.sleep(BACKOFF_MIN_S * attempt)
+    raise UserError(f"model endpoint unreachable at {base_url} ({type(error).__name__}); check --base-url")

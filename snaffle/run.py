@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.model import ModelConfig, OpenAIModel
 from snaffle.shell import Sandbox
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
-from snaffle.types import Attempt, Limits, Task, Usage
+from snaffle.types import Attempt, Event, Limits, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
 
@@ -29,6 +30,7 @@ class SolveConfig:
     limits: Limits
     out: Path
     pricer: Pricer
+    observer: Callable[[Event], None] | None = None
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -40,7 +42,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     """Run one arm on one task; every outcome (including model and state errors) ends in result.json."""
     workspace = Workspace.open(task.repo)
     config.out.mkdir(parents=True, exist_ok=True)
-    writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, secrets=(config.model.api_key,))
+    writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key,), config.observer)
     started = time.monotonic()
     deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
     try:

@@ -82,7 +82,12 @@ def schema_of(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]
         properties[param.name] = prop
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
-    parameters = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    parameters = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
     return {"name": name or fn.__name__, "description": summary, "parameters": parameters}
 
 

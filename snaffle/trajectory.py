@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -25,8 +25,11 @@ RESULT_FILE = "result.json"
 class TrajectoryWriter:
     """Appends events as JSON lines, flushing each; numbers them with `seq` and stamps `t`."""
 
-    def __init__(self, path: Path, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, path: Path, secrets: tuple[str, ...] = (), observer: Callable[[Event], None] | None = None
+    ) -> None:
         self.path = path
+        self.observer = observer
         self._secrets = tuple(s for s in secrets if len(s) >= 4)
         self._seq = 0
         self._file: IO[str] | None = None
@@ -47,24 +50,17 @@ class TrajectoryWriter:
         except (OSError, ValueError, AssertionError) as exc:
             raise StateError(f"cannot append to trajectory {self.path}: {exc}") from exc
         self._seq += 1
+        if self.observer is not None:
+            self.observer(event)
 
     def close(self) -> None:
+        """Close; a flush failure here was already reported by `write` as a StateError."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass
             self._file = None
-
-
-class MemorySink:
-    """A sink that keeps events in memory (used for sub-runs and tests of readers)."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def write(self, event: Event) -> None:
-        self.events.append({"seq": len(self.events), "t": round(time.time(), 3), **event})
-
-    def close(self) -> None:
-        return None
 
 
 @dataclass(frozen=True)

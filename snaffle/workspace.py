@@ -15,7 +15,11 @@ from pathlib import Path
 
 from snaffle.exceptions import UserError
 
-ALWAYS_EXCLUDED = (":(glob,exclude)**/__pycache__/**", ":(glob,exclude)**/*.pyc", ":(glob,exclude).pytest_cache/**")
+ALWAYS_EXCLUDED = (
+    ":(glob,exclude)**/__pycache__/**",
+    ":(glob,exclude)**/*.pyc",
+    ":(glob,exclude).pytest_cache/**",
+)
 GIT_TIMEOUT_S = 120
 
 

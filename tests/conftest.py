@@ -10,7 +10,14 @@ import pytest
 
 from snaffle.testing import ScriptedServer
 
-GIT_ENV = ["-c", "user.email=test@snaffle.invalid", "-c", "user.name=snaffle-test", "-c", "commit.gpgsign=false"]
+GIT_ENV = [
+    "-c",
+    "user.email=test@snaffle.invalid",
+    "-c",
+    "user.name=snaffle-test",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 CALC_SOURCE = '''"""A tiny calculator package."""
 
@@ -24,7 +31,7 @@ def mul(a, b):
     return a * b
 '''
 
-CALC_TEST = '''from calc import add, mul
+CALC_TEST = """from calc import add, mul
 
 
 def test_add():
@@ -33,7 +40,7 @@ def test_add():
 
 def test_mul():
     assert mul(2, 3) == 6
-'''
+"""
 
 CALC_ISSUE = "add(2, 3) returns -1 instead of 5. The add function in calc/__init__.py seems to subtract."
 

@@ -93,9 +93,7 @@ def test_minimal_arm_fixes_planted_bug(calc_repo: Path, scripted: Start, tmp_pat
     assert "1 failed" in first_result["output"]
 
 
-def test_history_is_append_only_and_results_bind_to_call_ids(
-    calc_repo: Path, scripted: Start, tmp_path: Path
-) -> None:
+def test_history_is_append_only_and_results_bind_to_call_ids(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted(FIX_SCRIPT)
     run(calc_repo, server, tmp_path / "run")
     bodies = [r.body["messages"] for r in server.requests]
@@ -213,7 +211,13 @@ def test_a_valid_turn_resets_the_malformed_count(calc_repo: Path, scripted: Star
 def test_a_rejected_call_leaves_the_repo_unchanged(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     before = (calc_repo / "calc" / "__init__.py").read_bytes()
     wrong = {"command": "replace", "path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"}
-    extra = {"command": "str_replace", "path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b", "x": 1}
+    extra = {
+        "command": "str_replace",
+        "path": "calc/__init__.py",
+        "old_str": "a - b",
+        "new_str": "a + b",
+        "x": 1,
+    }
     server = scripted([
         {"tool_calls": [{"name": "str_replace_editor", "arguments": wrong}]},
         {"tool_calls": [{"name": "str_replace_editor", "arguments": extra}]},

@@ -16,5 +16,5 @@ def render(template: str, **values: str) -> str:
         template = template.replace("{{" + key + "}}", value)
     if "{{" in template:
         start = template.index("{{")
-        raise KeyError(f"unfilled template slot near {template[start:start + 30]!r}")
+        raise KeyError(f"unfilled template slot near {template[start : start + 30]!r}")
     return template

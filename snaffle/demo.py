@@ -1,0 +1,97 @@
+"""`snaffle demo`: fix the bundled example bug end to end, printing progress, the diff and the tests around it."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from snaffle.model import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.testing import ScriptedServer, load_script
+from snaffle.types import Event, Limits, Task
+
+EXAMPLE = "median"
+DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
+GIT = [
+    "git",
+    "-c",
+    "user.email=demo@snaffle.invalid",
+    "-c",
+    "user.name=snaffle-demo",
+    "-c",
+    "commit.gpgsign=false",
+]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo", help="fix a bundled example bug end to end")
+    p.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: the scripted model server")
+    p.add_argument("--model", default="default")
+    p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
+    p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    example = resources.files("snaffle.examples").joinpath(EXAMPLE)
+    root = args.out or Path(tempfile.mkdtemp(prefix="snaffle-demo-"))
+    repo = prepare_repo(Path(str(example.joinpath("repo"))), root / "repo")
+    issue = example.joinpath("issue.md").read_text(encoding="utf-8")
+    print(f"example repository: {repo}\nissue: {issue.splitlines()[0]}")
+    print(f"tests before: {repo_tests(repo)}")
+    if args.base_url:
+        return run_demo(repo, issue, ModelConfig(args.base_url, args.model, tool_protocol=args.tool_protocol), root)
+    print("model: the scripted model server replaying a recorded fix (no language model runs in this mode)")
+    with ScriptedServer(load_script(Path(str(example.joinpath("scripted.json"))))) as server:
+        return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root)
+
+
+def prepare_repo(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "statkit 0.3"]):
+        subprocess.run([*GIT, *command], cwd=target, check=True, capture_output=True)
+    return target
+
+
+def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
+    config = SolveConfig("minimal", model, DEMO_LIMITS, root / "run", zero_pricer, observer=progress_printer())
+    attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
+    print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")
+    after = repo_tests(repo)
+    print(f"tests after: {after}")
+    fixed = after.startswith("passed")
+    print("the model fixed the bug." if fixed else "the model did NOT fix the bug.")
+    print(f"trajectory: {attempt.trajectory_path}\nresult: {attempt.trajectory_path.parent / 'result.json'}")
+    return 0
+
+
+def repo_tests(repo: Path) -> str:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=repo, capture_output=True, text=True, timeout=120)  # fmt: skip
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "no output"
+    return f"{'passed' if proc.returncode == 0 else 'FAILED'} ({summary})"
+
+
+def progress_printer() -> Callable[[Event], None]:
+    started = time.monotonic()
+
+    def show(event: Event) -> None:
+        elapsed = f"[{time.monotonic() - started:6.1f}s]"
+        if event["type"] == "model_call":
+            usage = event["usage"]
+            print(f"{elapsed} turn {event['turn']}: {usage['prompt_tokens']} prompt + "
+                  f"{usage['completion_tokens']} output tokens")  # fmt: skip
+        elif event["type"] == "tool_call":
+            print(f"{elapsed}   {event['name']} {str(event['arguments'])[:100]}")
+        elif event["type"] in ("gate", "stage", "retry"):
+            print(f"{elapsed}   {event['type']}: {event.get('gate') or event.get('stage') or event.get('error')}")
+        sys.stdout.flush()
+
+    return show

@@ -1,0 +1,128 @@
+"""`snaffle` as a user runs it: real subprocesses, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from snaffle.testing import ScriptedServer
+from snaffle.trajectory import read_trajectory
+from tests.conftest import CALC_ISSUE
+from tests.test_harness import FIX_SCRIPT, Start, bash
+
+
+def snaffle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snaffle.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_version_and_help() -> None:
+    assert snaffle("--version").stdout.startswith("snaffle ")
+    for command in ([], ["solve"], ["prompt-size"]):
+        proc = snaffle(*command, "--help")
+        assert proc.returncode == 0 and "usage: snaffle" in proc.stdout
+
+
+def test_solve_fixes_the_planted_bug(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted(FIX_SCRIPT)
+    out = tmp_path / "run"
+    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url,
+                   "--model", "scripted", "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["exit_status"] == "submitted"
+    assert "return a + b" in (out / "patch.diff").read_text()
+
+
+def test_api_key_never_reaches_a_file(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    secret = "sk-test-very-secret-key-123"
+    server = scripted([bash("echo $OPENAI_API_KEY; env | grep -c SECRET_KEY || true"), {"content": "DONE"}])
+    out = tmp_path / "run"
+    env = {**os.environ, "MY_KEY": secret}
+    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", f"fix it {secret}", "--base-url", server.base_url,
+                   "--api-key-env", "MY_KEY", "--out", str(out), env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert server.requests[0].headers.get("authorization") == f"Bearer {secret}"
+    for path in out.iterdir():
+        assert secret not in path.read_text(), path
+
+
+def test_bad_inputs_fail_in_one_line(calc_repo: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    cases = [
+        (["--repo", str(tmp_path / "missing"), "--issue", "x"], "repository not found"),
+        (["--repo", str(plain), "--issue", "x"], "not a git repository"),
+        (["--repo", str(calc_repo), "--issue-file", str(tmp_path / "nope.md")], "cannot read the issue file"),
+        (["--repo", str(calc_repo), "--issue", "   "], "issue text is empty"),
+        (["--repo", str(calc_repo), "--issue", "x", "--max-turns", "-1"], "caps must be >= 0"),
+    ]
+    for args, message in cases:
+        proc = snaffle("solve", *args, "--base-url", dead, "--out", str(tmp_path / "out"))
+        assert proc.returncode != 0
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], proc.stderr
+    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", "x", "--base-url", dead, "--out", str(tmp_path / "o"))
+    assert proc.returncode != 0 and "unreachable" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    env = {k: v for k, v in os.environ.items() if k != "SNAFFLE_BASE_URL"}
+    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", "x", "--out", str(tmp_path / "o"), env=env)
+    assert proc.returncode != 0 and "pass --base-url or set SNAFFLE_BASE_URL" in proc.stderr
+
+
+def test_prompt_size_is_within_budget() -> None:
+    for protocol in ("native", "text"):
+        proc = snaffle("prompt-size", "--arm", "minimal", "--tool-protocol", protocol)
+        assert json.loads(proc.stdout)["fixed_context_tokens"] <= 2000
+
+
+def test_sigkill_mid_run_leaves_a_readable_trajectory(calc_repo: Path, tmp_path: Path) -> None:
+    script = [bash(f"echo step {i}") for i in range(3)] + [{**bash("echo slow"), "delay": 30}]
+    out = tmp_path / "run"
+    with ScriptedServer(script) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue",
+                                 "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    assert trajectory.header is not None and trajectory.exit is None
+    assert len(list(trajectory.of_type("tool_result"))) == 3
+
+
+def test_sigterm_records_interrupted(calc_repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with ScriptedServer([bash("echo 1"), {**bash("echo 2"), "delay": 30}]) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue",
+                                 "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    assert json.loads((out / "result.json").read_text())["exit_status"] == "interrupted"
+
+
+def test_a_trajectory_that_cannot_grow_ends_in_state_error(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([bash(f"echo {'x' * 2000} {i}") for i in range(6)])
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue", "x",
+               "--base-url", server.base_url, "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(["bash", "-c", 'ulimit -f 12; exec "$@"', "bash", *command], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["exit_status"] == "state_error" and "trajectory" in result["message"]
+    assert read_trajectory(out / "trajectory.jsonl").header is not None
