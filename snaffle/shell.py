@@ -12,6 +12,7 @@ import site
 import subprocess
 import sysconfig
 import venv
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +70,12 @@ class Completed:
 
 
 def run_command(
-    argv: list[str] | str, cwd: Path, env: dict[str, str], timeout_s: float, stdin: str | None = None
+    argv: list[str] | str,
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    stdin: str | None = None,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Completed:
     """Run in a new process group; on timeout kill the whole group. Output is decoded leniently."""
     proc = subprocess.Popen(
@@ -82,6 +88,7 @@ def run_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=preexec_fn,
     )
     try:
         out, _ = proc.communicate(stdin.encode() if stdin is not None else None, timeout=timeout_s)

@@ -70,6 +70,24 @@ class Workspace:
         tree = snapshot_tree(self.root, self.index)
         return git(self.root, "diff", "--binary", "--no-color", "--no-ext-diff", self.base_tree, tree)
 
+    def restore(self, tree: str) -> list[str]:
+        """Put the working tree back to a snapshot: changed and deleted files restored, new files removed."""
+        current = snapshot_tree(self.root, self.index)
+        if current == tree:
+            return []
+        changes = git(self.root, "diff", "--name-status", "--no-renames", "-z", tree, current).split("\0")
+        touched = []
+        for status, path in zip(changes[0::2], changes[1::2], strict=False):
+            target = self.root / path
+            if status == "A":
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(git_bytes(self.root, "cat-file", "blob", f"{tree}:{path}"))
+            touched.append(path)
+        snapshot_tree(self.root, self.index)
+        return touched
+
     def fingerprint(self) -> str:
         """A digest that changes whenever the working tree's content changes."""
         return snapshot_tree(self.root, self.index)
@@ -96,6 +114,12 @@ def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool =
         message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise UserError(f"git {args[0]} failed in {root}: {message[-1] if message else proc.returncode}")
     return proc.stdout.decode("utf-8", "replace")
+
+
+def git_bytes(root: Path, *args: str) -> bytes:
+    """Run git and return raw stdout (file contents)."""
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=True)
+    return proc.stdout
 
 
 def classify_patch(patch: str) -> str:

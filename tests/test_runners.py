@@ -1,0 +1,83 @@
+"""run_test and execute on real repos, real pytest, real subprocesses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from snaffle.runners import Executor, PytestRunner, unshare_available
+from snaffle.shell import Sandbox
+from snaffle.workspace import Workspace
+
+
+@pytest.fixture
+def workspace(calc_repo: Path) -> Workspace:
+    return Workspace.open(calc_repo)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return Sandbox.create(tmp_path / "scratch")
+
+
+def test_run_test_summarizes_failures_and_reuses_unchanged_results(workspace: Workspace, sandbox: Sandbox) -> None:
+    runner = PytestRunner(workspace, sandbox, None)
+    first = runner.run_test("tests/test_calc.py")
+    assert first.startswith("FAILED: 1 failed, 1 passed")
+    assert "tests/test_calc.py::test_add" in first and "assert -1 == 5" in first
+    again = runner.run_test("tests/test_calc.py")
+    assert again.startswith("(unchanged since last run; not re-run)") and first in again
+    source = workspace.root / "calc" / "__init__.py"
+    source.write_text(source.read_text().replace("a - b", "a + b"))
+    assert runner.run_test("tests/test_calc.py").startswith("passed: 2 passed")
+    assert runner.run_test("tests/test_calc.py::test_mul").startswith("passed: 1 passed")
+    assert runner.run_test("-k mul").startswith("passed: 1 passed, 1 deselected")
+
+
+def test_run_test_reports_collection_errors(workspace: Workspace, sandbox: Sandbox) -> None:
+    (workspace.root / "tests" / "test_broken.py").write_text("import nowhere_module\n")
+    out = PytestRunner(workspace, sandbox, None).run_test("tests/test_broken.py")
+    assert out.startswith("FAILED") and "nowhere_module" in out
+
+
+def test_execute_runs_code_with_the_repo_importable(workspace: Workspace, sandbox: Sandbox) -> None:
+    out = Executor(workspace, sandbox, None, isolate_network=True).execute("from calc import add; print(add(2, 3))")
+    assert out.startswith("-1\n[exit code 0]")
+
+
+def test_execute_reverts_repo_changes_and_says_so(workspace: Workspace, sandbox: Sandbox) -> None:
+    code = (
+        "import pathlib, os\n"
+        f"root = pathlib.Path({str(workspace.root)!r})\n"
+        "(root / 'calc' / '__init__.py').write_text('broken')\n"
+        "(root / 'new.txt').write_text('x')\n"
+        "os.remove(root / 'tests' / 'test_calc.py')\n"
+    )
+    before = workspace.fingerprint()
+    out = Executor(workspace, sandbox, None, isolate_network=False).execute(code)
+    assert "reverted changes to" in out and "calc/__init__.py" in out and "new.txt" in out
+    assert workspace.fingerprint() == before
+
+
+def test_execute_enforces_timeout_and_memory(workspace: Workspace, sandbox: Sandbox) -> None:
+    executor = Executor(workspace, sandbox, None, isolate_network=False, timeout_s=2)
+    assert "MemoryError" in executor.execute("x = bytearray(4 * 1024**3)")
+    assert executor.execute("while True: pass").endswith("[timed out]")
+    assert executor.execute("print('a' * 10000)").count("characters cut") == 1
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_execute_has_no_network(workspace: Workspace, sandbox: Sandbox, isolate: bool) -> None:
+    if isolate and not unshare_available():
+        pytest.skip("this machine cannot create a network namespace")
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = f"import socket\ns = socket.socket()\ns.settimeout(2)\nprint('connect', s.connect_ex(('127.0.0.1', {port})))"
+        out = Executor(workspace, sandbox, None, isolate_network=isolate).execute(code)
+    assert "connect 0" not in out
+    assert ("connect 1" in out) if isolate else ("network access is disabled" in out)
