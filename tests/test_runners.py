@@ -77,7 +77,8 @@ def test_execute_has_no_network(workspace: Workspace, sandbox: Sandbox, isolate:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        code = f"import socket\ns = socket.socket()\ns.settimeout(2)\nprint('connect', s.connect_ex(('127.0.0.1', {port})))"
+        code = "import socket\ns = socket.socket()\ns.settimeout(2)\n"
+        code += f"print('connect', s.connect_ex(('127.0.0.1', {port})))"
         out = Executor(workspace, sandbox, None, isolate_network=isolate).execute(code)
     assert "connect 0" not in out
     assert ("connect 1" in out) if isolate else ("network access is disabled" in out)
