@@ -9,13 +9,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from snaffle import prompts, tokens
+from snaffle.editing import EntityEditor
 from snaffle.editor import Editor
+from snaffle.primitives import Reader, RepoView
+from snaffle.runners import Executor, PytestRunner
 from snaffle.shell import BASH_TIMEOUT_S, Sandbox, cut, run_command
+from snaffle.structure import RepoIndex
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Message
 from snaffle.workspace import Workspace
 
-ARMS = ("minimal",)
+ARMS = ("minimal", "structured")
+STRUCTURED_EXAMPLE = {"name": "search_symbol", "arguments": {"query": "parse"}}
 
 
 @dataclass(frozen=True)
@@ -72,12 +77,38 @@ def minimal_messages(registry: Registry, issue: str, protocol: str) -> tuple[Mes
     return ({"role": "system", "content": system}, {"role": "user", "content": task})
 
 
+def structured_arm(
+    workspace: Workspace, sandbox: Sandbox, issue: str, protocol: str, deadline: float | None, index: RepoIndex
+) -> ArmSetup:
+    """The six primitives instead of bash and the editor; same loop, same caps."""
+    registry = Registry()
+    view = RepoView(workspace, index, gate_log=registry.gate_log)
+    reader = Reader(view)
+    for tool in (reader.read_entity, reader.search_symbol, reader.search_code, EntityEditor(view).edit_entity,
+                 PytestRunner(workspace, sandbox, deadline).run_test,
+                 Executor(workspace, sandbox, deadline, isolate_network=True).execute):  # fmt: skip
+        registry.register(tool)
+    return ArmSetup(registry, structured_messages(registry, issue, protocol))
+
+
+def structured_messages(registry: Registry, issue: str, protocol: str) -> tuple[Message, ...]:
+    system = system_prompt(prompts.load("structured_system.md"), registry.schemas(), protocol, STRUCTURED_EXAMPLE)
+    task = prompts.render(prompts.load("minimal_task.md"), issue=issue.strip())
+    return ({"role": "system", "content": system}, {"role": "user", "content": task})
+
+
 def fixed_context(arm: str, protocol: str) -> dict[str, Any]:
     """An arm's fixed context in estimated tokens, without a repository (schemas come from the signatures)."""
     registry = Registry()
-    registry.register(Bash.bash)
-    registry.register(Editor.str_replace_editor)
-    setup = ArmSetup(registry, minimal_messages(registry, "", protocol))
+    if arm == "minimal":
+        registry.register(Bash.bash)
+        registry.register(Editor.str_replace_editor)
+        setup = ArmSetup(registry, minimal_messages(registry, "", protocol))
+    else:
+        for tool in (Reader.read_entity, Reader.search_symbol, Reader.search_code, EntityEditor.edit_entity,
+                     PytestRunner.run_test, Executor.execute):  # fmt: skip
+            registry.register(tool)
+        setup = ArmSetup(registry, structured_messages(registry, "", protocol))
     schema_tokens = tokens.count_schemas(registry.schemas()) if protocol == "native" else 0
     system_tokens = tokens.count(str(setup.messages[0]["content"]))
     return {"arm": arm, "tool_protocol": protocol, "system_tokens": system_tokens,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from snaffle import tokens
 from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
+from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Limits, Message, Model, ModelReply, ToolCall, ToolResult, TrajectorySink, Usage
 
@@ -46,6 +47,7 @@ class LoopConfig:
     max_malformed_turns: int = MAX_MALFORMED_TURNS
     max_refusals: int = MAX_REFUSALS_IN_A_ROW
     refuse_early_done: bool = True
+    observations: PolicyConfig = field(default_factory=PolicyConfig)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Loop:
         self._state = ""
         self._worked = False
         self._early_done_refused = False
+        self.policy = ObservationPolicy(config.observations)
 
     @property
     def deadline(self) -> float | None:
@@ -107,6 +110,9 @@ class Loop:
 
     def step(self) -> None:
         self.check_caps()
+        compaction = self.policy.compact(self.messages, self.turn, estimate_context)
+        if compaction is not None:
+            self.save(compaction)
         reply = self.model.complete(self.messages, self.registry.schemas(), None)
         self.turn += 1
         if reply.protocol == "text":
@@ -157,7 +163,10 @@ class Loop:
             return
         rejected_before = self.counters["rejected_calls"]
         results = [self.execute(call) for call in reply.tool_calls]
+        self.policy.track(len(self.messages), reply.tool_calls, results, reply.protocol == "native")
         self.messages.extend(observation_messages(reply, results))
+        for event in self.policy.collapse(self.messages):
+            self.save({**event, "turn": self.turn})
         if self.counters["rejected_calls"] - rejected_before == len(results):
             self.count_malformed()
         else:
@@ -206,6 +215,10 @@ class Loop:
             output, ok = self.registry.run(call), True
         except ToolFailure as failure:
             output, ok = f"Error: {failure}", False
+        for gate in self.registry.gate_log:
+            self.save({"type": "gate", "turn": self.turn, "call_id": call.id, "gate": gate.gate, "ok": gate.ok,
+                       "reason": gate.reason})  # fmt: skip
+        self.registry.gate_log.clear()
         state = self.fingerprint()
         changed, self._state, self._seen[key] = state != self._state, state, state
         self._worked = self._worked or ok or changed

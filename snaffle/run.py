@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from snaffle import __version__
-from snaffle.arms import ArmSetup, minimal_arm
+from snaffle.arms import ARMS, ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.model import ModelConfig, OpenAIModel
+from snaffle.observations import PolicyConfig
 from snaffle.shell import Sandbox
+from snaffle.structure import RepoIndex, default_cache_dir
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
 from snaffle.types import Attempt, Event, Limits, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
@@ -31,6 +33,8 @@ class SolveConfig:
     out: Path
     pricer: Pricer
     observer: Callable[[Event], None] | None = None
+    observations: PolicyConfig | None = None
+    """None: the arm's default (the minimal control arm never collapses or compacts)."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -59,9 +63,13 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
 def build_arm(
     config: SolveConfig, workspace: Workspace, sandbox: Sandbox, task: Task, deadline: float | None
 ) -> ArmSetup:
+    protocol = config.model.tool_protocol
     if config.arm == "minimal":
-        return minimal_arm(workspace, sandbox, task.issue, config.model.tool_protocol, deadline)
-    raise UserError(f"unknown arm {config.arm!r}; choose one of: minimal")
+        return minimal_arm(workspace, sandbox, task.issue, protocol, deadline)
+    if config.arm == "structured":
+        index = RepoIndex(workspace.root, cache_dir=default_cache_dir())
+        return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index)
+    raise UserError(f"unknown arm {config.arm!r}; choose one of: {', '.join(ARMS)}")
 
 
 def run_loop(
@@ -71,7 +79,10 @@ def run_loop(
         writer.write({"type": "retry", "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)})
 
     model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
-    loop_config = LoopConfig(arm=config.arm, limits=config.limits, protocol=config.model.tool_protocol)
+    policy = config.observations or (
+        PolicyConfig(keep_full=0, compact_at=0.0) if config.arm == "minimal" else PolicyConfig()
+    )
+    loop_config = LoopConfig(config.arm, config.limits, config.model.tool_protocol, observations=policy)
     loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)
     return loop.run(arm.messages)
 

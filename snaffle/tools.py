@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
-from snaffle.types import ToolCall
+from snaffle.types import GateResult, ToolCall
 
 JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 ARG_LINE_RE = re.compile(r"^\s{2,}(\w+):\s*(.+)$")
@@ -37,6 +37,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self.gate_log: list[GateResult] = []
+        """Gate decisions tools report while running (lint rejections, edit recoveries); the loop drains it."""
 
     def register(self, fn: Callable[..., str], name: str | None = None) -> Callable[..., str]:
         spec = ToolSpec(name or fn.__name__, fn, schema_of(fn, name))

@@ -185,9 +185,7 @@ def _usage(entry: Entry, body: dict[str, Any], calls: list[dict[str, Any]]) -> d
     counted = count_tokens(entry.get("content") or "") + sum(count_tokens(a) for a in arguments)
     prompt = override.get("prompt_tokens", _prompt_tokens(body.get("messages")))
     completion = override.get("completion_tokens", counted)
-    cached = (override.get("prompt_tokens_details") or {}).get(
-        "cached_tokens", override.get("cached_tokens", 0)
-    )
+    cached = (override.get("prompt_tokens_details") or {}).get("cached_tokens", override.get("cached_tokens", 0))
     details = override.get("completion_tokens_details") or {}
     reasoning = details.get("reasoning_tokens", override.get("reasoning_tokens", 0))
     return {
@@ -242,9 +240,7 @@ def _deltas(entry: Entry, number: int) -> list[dict[str, Any]]:
     deltas += [{"content": p} for p in _split(entry.get("content") or "", pieces)]
     for i, call in enumerate(_wire_tool_calls(entry, number)):
         head = {"index": i, "id": call["id"], "type": "function"}
-        deltas.append(
-            {"tool_calls": [head | {"function": {"name": call["function"]["name"], "arguments": ""}}]}
-        )
+        deltas.append({"tool_calls": [head | {"function": {"name": call["function"]["name"], "arguments": ""}}]})
         for part in _split(call["function"]["arguments"], max(2, pieces)):
             deltas.append({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
     return deltas
@@ -258,9 +254,7 @@ def _chunks(entry: Entry, body: dict[str, Any], number: int, model: str) -> tupl
         "created": int(time.time()),
         "model": model,
     }
-    events = [
-        base | {"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in _deltas(entry, number)
-    ]
+    events = [base | {"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in _deltas(entry, number)]
     events.append(base | {"choices": [{"index": 0, "delta": {}, "finish_reason": _finish_reason(entry)}]})
     if (body.get("stream_options") or {}).get("include_usage") is True:
         calls = _wire_tool_calls(entry, number)
@@ -320,9 +314,7 @@ def _build_reply(entry: Entry | None, body: dict[str, Any], number: int, model: 
     model = str(body.get("model") or model)
     if body.get("stream") is True:
         events = _chunks(entry, body, number, model)
-        return _Reply(
-            200, events=events, headers=headers, delay=delay, cut_after=entry.get("cut_stream_after")
-        )
+        return _Reply(200, events=events, headers=headers, delay=delay, cut_after=entry.get("cut_stream_after"))
     return _Reply(200, _completion(entry, body, number, model), headers=headers, delay=delay)
 
 
@@ -476,9 +468,7 @@ class _Handler(BaseHTTPRequestHandler):
         except _DISCONNECTS:
             self.close_connection = True
 
-    def _send_json(
-        self, status: int, payload: dict[str, Any], headers: Sequence[tuple[str, str]] = ()
-    ) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], headers: Sequence[tuple[str, str]] = ()) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

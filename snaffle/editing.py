@@ -1,0 +1,176 @@
+"""`edit_entity`: exact search/replace inside one entity, or the entity's whole new text; gated before it lands.
+
+Nothing is written until the test-file guard, the evidence gate and the lint gate have passed.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import textwrap
+
+from snaffle.gates import evidence_gate, guard_test_files, lint_gate
+from snaffle.primitives import RepoView
+from snaffle.structure import Entity
+from snaffle.tools import ToolFailure
+from snaffle.types import GateResult
+
+DIFF_CONTEXT = 2
+FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class GateFailure(ToolFailure):
+    """A gate refused the edit; the repository is unchanged."""
+
+
+class EntityEditor:
+    """Applies `edit_entity` calls to the files of one `RepoView`."""
+
+    def __init__(self, view: RepoView, guard_tests: bool = True, require_evidence: bool = True) -> None:
+        self.view, self.guard_tests, self.require_evidence = view, guard_tests, require_evidence
+
+    def edit_entity(
+        self, selector: str, search: str | None = None, replace: str | None = None, new_source: str | None = None
+    ) -> str:
+        """Change one entity: replace an exact snippet inside it, or give its whole new text.
+
+        Args:
+          selector: the entity to change, e.g. pkg/mod.py::Class.method
+          search: exact text inside the entity to replace; must occur exactly once
+          replace: the text that replaces `search`
+          new_source: instead of search/replace, the complete new definition of the entity
+        """
+        entity = self.view.entity(selector)
+        self._check(entity)
+        text = self._text(entity.path)
+        lines = text.splitlines(keepends=True)
+        old = "".join(lines[entity.start_line : entity.end_line + 1])
+        if new_source is not None and search is None:
+            new = rewrite(entity, old, new_source)
+        elif search is not None and replace is not None and new_source is None:
+            new = replace_once(entity, old, search, replace)
+        else:
+            raise ToolFailure("give either search and replace, or new_source")
+        after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
+        self._gate(lint_gate(entity.path, text, after))
+        (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
+        self.view.index.refresh(entity.path)
+        return f"edited {entity.selector}:\n{entity_diff(old, new)}"
+
+    def _check(self, entity: Entity) -> None:
+        if self.guard_tests:
+            self._gate(guard_test_files(entity.path))
+        if self.require_evidence:
+            self._gate(evidence_gate(entity.selector, self.view.shown))
+
+    def _gate(self, result: GateResult) -> None:
+        if not result.ok:
+            self.view.gate_log.append(result)
+            raise GateFailure(result.reason)
+
+    def _text(self, path: str) -> str:
+        try:
+            return (self.view.workspace.root / path).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolFailure(f"{path} is not valid UTF-8; editing refused") from exc
+
+
+def replace_once(entity: Entity, old: str, search: str, replace: str) -> str:
+    """Replace the single occurrence of `search` in the entity text; otherwise say how many and what's close."""
+    if not search:
+        raise ToolFailure("search is empty; copy the exact lines to change from read_entity")
+    count = old.count(search)
+    if count == 1:
+        return old.replace(search, replace, 1)
+    if count > 1:
+        raise ToolFailure(f"search occurs {count} times in {entity.selector}; include more surrounding lines")
+    candidate = nearest_candidate(old, search)
+    hint = f"\nthe closest text in the entity is:\n{candidate}" if candidate else ""
+    raise ToolFailure(f"search was not found in {entity.selector} (0 matches){hint}")
+
+
+def nearest_candidate(text: str, search: str) -> str:
+    """The run of lines in `text` most like `search`, comparing with whitespace ignored."""
+    lines = text.splitlines()
+    size = max(1, len(search.strip("\n").splitlines()))
+    wanted = " ".join(search.split())
+    best, best_score = "", 0.0
+    for start in range(max(1, len(lines) - size + 1)):
+        chunk = "\n".join(lines[start : start + size])
+        score = difflib.SequenceMatcher(None, " ".join(chunk.split()), wanted).ratio()
+        if score > best_score:
+            best, best_score = chunk, score
+    return best if best_score >= 0.5 else ""
+
+
+def rewrite(entity: Entity, old: str, new_source: str) -> str:
+    """The entity's new text from an answer: its def/class taken out, checked and re-indented to fit."""
+    name = entity.qualname.rsplit(".", 1)[-1].split("@")[0]
+    code = pick_block(new_source, name)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ToolFailure(f"new_source does not parse: {exc.msg} (line {exc.lineno} of new_source)") from exc
+    node = _definition(tree, name, entity)
+    segment = _segment(code, node)
+    if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):
+        segment = _decorators(old) + segment
+    _check_members(entity, old, segment)
+    body = textwrap.indent(segment, entity.indent, lambda line: bool(line.strip()))
+    return body if body.endswith("\n") else body + "\n"
+
+
+def pick_block(answer: str, name: str) -> str:
+    """The fenced block that defines `name` (or the only/first block, or the whole answer), dedented."""
+    blocks = FENCE_RE.findall(answer) or [answer]
+    defining = [b for b in blocks if re.search(rf"^\s*(async\s+def|def|class)\s+{re.escape(name)}\b", b, re.M)]
+    return textwrap.dedent((defining or blocks)[0])
+
+
+def _definition(tree: ast.Module, name: str, entity: Entity) -> ast.stmt:
+    found = [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]
+    named = [n for n in found if n.name == name]
+    if not named:
+        others = ", ".join(n.name for n in found[:3]) or "no def or class"
+        raise ToolFailure(f"new_source must define {name} (found: {others}); renaming an entity is not allowed")
+    node = named[0]
+    is_class = isinstance(node, ast.ClassDef)
+    if is_class != (entity.kind == "class"):
+        raise ToolFailure(f"new_source turns {entity.kind} {name} into a {'class' if is_class else 'function'}")
+    return node
+
+
+def _segment(code: str, node: ast.stmt) -> str:
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    lines = code.splitlines(keepends=True)[first - 1 : node.end_lineno]
+    return textwrap.dedent("".join(lines))
+
+
+def _decorators(old: str) -> str:
+    lines = textwrap.dedent(old).splitlines(keepends=True)
+    return "".join(line for line in lines[: _first_def_line(lines)])
+
+
+def _first_def_line(lines: list[str]) -> int:
+    return next(i for i, line in enumerate(lines) if re.match(r"\s*(async\s+def|def|class)\b", line))
+
+
+def _check_members(entity: Entity, old: str, segment: str) -> None:
+    """A rewrite may change members but not drop nested definitions the entity had."""
+    try:
+        before = {n.name for n in ast.walk(ast.parse(textwrap.dedent(old))) if isinstance(n, DEFINITIONS)}
+    except SyntaxError:  # the old text did not parse on its own (e.g. a multi-line string at column 0)
+        return
+    after = {n.name for n in ast.walk(ast.parse(segment)) if isinstance(n, DEFINITIONS)}
+    dropped = sorted(before - after)
+    if dropped:
+        raise ToolFailure(f"new_source drops {', '.join(dropped)} from {entity.selector}; keep every definition")
+
+
+def entity_diff(old: str, new: str) -> str:
+    """A small unified diff of the entity, without line numbers."""
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=DIFF_CONTEXT)
+    body = [line if not line.startswith("@@") else "..." for line in list(diff)[2:]]
+    return "\n".join(body) or "(no change)"
