@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_solve(sub)
     add_prompt_size(sub)
+    add_localize(sub)
     demo.register(sub)
     return parser
 
@@ -137,6 +138,36 @@ def cmd_prompt_size(args: argparse.Namespace) -> int:
     from snaffle.arms import fixed_context
 
     print(json.dumps(fixed_context(args.arm, args.tool_protocol)))
+    return 0
+
+
+def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("localize", help="rank the files and entities an issue is about (no model)")
+    p.add_argument("--repo", type=Path, required=True)
+    issue = p.add_mutually_exclusive_group(required=True)
+    issue.add_argument("--issue")
+    issue.add_argument("--issue-file", type=Path)
+    p.add_argument("--failing-test", help="a pytest node id that fails; enables SBFL from coverage")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--json", action="store_true", help="print JSON (the stable contract)")
+    p.set_defaults(func=cmd_localize)
+
+
+def cmd_localize(args: argparse.Namespace) -> int:
+    from snaffle.localize import localize_repo
+
+    issue = read_issue(args)
+    Workspace.open(args.repo).close()
+    if args.top < 1:
+        raise UserError("--top must be at least 1")
+    result = localize_repo(args.repo.resolve(), issue, args.failing_test, args.top)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    for path, score in result.files:
+        print(f"{score:7.3f}  {path}")
+    for candidate in result.entities:
+        print(f"{candidate.score:7.3f}  {candidate.selector}  [{', '.join(candidate.signals)}]")
     return 0
 
 

@@ -1,0 +1,196 @@
+"""Localization on real SWE-bench Verified dev issues: snaffle's localizer vs plain BM25 over files, same run.
+
+    python bench/localize_bench.py --repos /work/.mirror [--limit N] [--repo-filter REGEX]
+
+Checkouts of each instance's base commit go to --work (default /tmp/snaffle-bench/worktrees), outside the repo.
+Gold = the files and the functions/methods the gold `patch` touches (old-side lines mapped to entities).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from snaffle.gates import is_test_file
+from snaffle.issue_text import tokenize
+from snaffle.localize import Localizer
+from snaffle.primitives import innermost
+from snaffle.structure import RepoIndex
+
+DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench_verified_dev.jsonl.gz"
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def main() -> int:
+    args = parse_args()
+    rows = [r for r in load(args.instances) if re.search(args.repo_filter, r["repo"])]
+    rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None][: args.limit or None]
+    results = [measure(row, args) for row in rows]
+    results = [r for r in results if r is not None]
+    print_table(results)
+    return 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--instances", type=Path, default=DEV_SET)
+    parser.add_argument("--repos", type=Path, required=True, help="dir of mirrors: owner+name/repo or owner__name")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/snaffle-bench/worktrees"))
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--repo-filter", default=".")
+    return parser.parse_args()
+
+
+def load(path: Path) -> list[dict[str, object]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def mirror(root: Path, repo: str) -> Path | None:
+    for candidate in (root / repo.replace("/", "+") / "repo", root / repo.replace("/", "__")):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def checkout(row: dict[str, object], args: argparse.Namespace) -> Path | None:
+    target = args.work / str(row["instance_id"])
+    if (target / ".git").exists():
+        return target
+    git_dir = mirror(args.repos, str(row["repo"]))
+    assert git_dir is not None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(git_dir), str(target)], check=True)
+    done = subprocess.run(["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:  # a snapshot lacks large blobs: check out the Python sources only
+        subprocess.run(["git", "-C", str(target), "sparse-checkout", "set", "--no-cone", "*.py"], check=True)
+        retry = subprocess.run(["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
+                               capture_output=True, text=True)  # fmt: skip
+        if retry.returncode != 0:
+            print(f"skip {row['instance_id']}: {retry.stderr.strip()[:120]}", file=sys.stderr)
+            return None
+    return target
+
+
+def gold(patch: str, index: RepoIndex) -> tuple[set[str], set[str]]:
+    """Files and entity selectors the gold patch touches (non-test files only)."""
+    files: set[str] = set()
+    entities: set[str] = set()
+    for path, lines in touched_lines(patch):
+        if is_test_file(path) or not path.endswith(".py"):
+            continue
+        files.add(path)
+        for line in lines:
+            owner = innermost(index.entities(path), line)
+            if owner is not None and owner.qualname:
+                entities.add(owner.selector)
+    return files, entities
+
+
+def touched_lines(patch: str) -> Iterator[tuple[str, list[int]]]:
+    """Per file, 0-based old-side lines removed or next to an insertion."""
+    path, lines, old = "", [], 0
+    for line in patch.splitlines():
+        if line.startswith("--- "):
+            if path:
+                yield path, lines
+            path, lines = line[6:] if line.startswith("--- a/") else "", []
+        elif match := HUNK_RE.match(line):
+            old = int(match.group(1)) - 1
+        elif line.startswith("-") and not line.startswith("---"):
+            lines.append(old)
+            old += 1
+        elif line.startswith("+") and not line.startswith("+++"):
+            lines.append(max(old - 1, 0))
+        elif line.startswith(" "):
+            old += 1
+    if path:
+        yield path, lines
+
+
+def measure(row: dict[str, object], args: argparse.Namespace) -> dict[str, object] | None:
+    repo = checkout(row, args)
+    if repo is None:
+        return None
+    started = time.monotonic()
+    index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
+    index.build()
+    indexed = time.monotonic() - started
+    gold_files, gold_entities = gold(str(row["patch"]), index)
+    if not gold_files:
+        return None
+    started = time.monotonic()
+    result = Localizer(index).localize(str(row["problem_statement"]), top=10)
+    elapsed = time.monotonic() - started
+    files = [p for p, _ in result.files]
+    entities = [c.selector for c in result.entities]
+    baseline_started = time.monotonic()
+    baseline = bm25_files(index, repo, str(row["problem_statement"]))
+    baseline_elapsed = time.monotonic() - baseline_started
+    hits = f"file@5={hit(files, gold_files, 5)} entity@10={hit(entities, gold_entities, 10)}"
+    baseline_hits = f"bm25-file@5={hit(baseline, gold_files, 5)}"
+    print(f"{row['instance_id']}: {hits} {baseline_hits} index={indexed:.1f}s localize={elapsed:.2f}s", flush=True)
+    return {"files": files, "entities": entities, "baseline": baseline, "gold_files": gold_files,
+            "gold_entities": gold_entities, "seconds": elapsed, "baseline_seconds": baseline_elapsed,
+            "index_seconds": indexed}  # fmt: skip
+
+
+def bm25_files(index: RepoIndex, repo: Path, issue: str) -> list[str]:
+    """The baseline: BM25 over whole non-test Python files (path + content)."""
+    paths = [p for p in index.files() if not is_test_file(p)]
+    corpus = [tokenize(p + " " + (repo / p).read_text(encoding="utf-8", errors="replace")) or ["_"] for p in paths]
+    model = bm25s.BM25()
+    model.index(corpus, show_progress=False)
+    scores = np.asarray(model.get_scores(tokenize(issue)))
+    return [paths[i] for i in np.argsort(-scores)[:10]]
+
+
+def hit(ranked: list[str], gold_set: set[str], k: int) -> int:
+    return int(bool(gold_set) and bool(set(ranked[:k]) & gold_set))
+
+
+def print_table(results: list[dict[str, object]]) -> None:
+    n = len(results)
+    if not n:
+        print("no instance measured")
+        return
+
+    def rate(key: str, gold_key: str, k: int) -> float:
+        graded = [r for r in results if r[gold_key]]
+        return 100.0 * sum(hit(r[key], r[gold_key], k) for r in graded) / max(1, len(graded))  # type: ignore[arg-type]
+
+    rows = [(f"file hit@{k}", "files", "gold_files", k) for k in (1, 3, 5)]
+    rows += [(f"entity hit@{k}", "entities", "gold_entities", k) for k in (1, 5, 10)]
+    print(f"\n{n} instances; baseline = plain BM25 over files, same run\n")
+    print("| metric | snaffle localize | BM25 files | ratio |\n|---|---|---|---|")
+    for label, key, gold_key, k in rows:
+        ours = rate(key, gold_key, k)
+        base = rate("baseline", gold_key, k) if key == "files" else float("nan")
+        ratio = f"{ours / base:.2f}" if base and base == base else "-"
+        print(
+            f"| {label} | {ours:.1f}% | {base:.1f}% | {ratio} |"
+            if base == base
+            else f"| {label} | {ours:.1f}% | - | - |"
+        )
+    ours_s = statistics.median(float(r["seconds"]) for r in results)  # type: ignore[arg-type]
+    base_s = statistics.median(float(r["baseline_seconds"]) for r in results)  # type: ignore[arg-type]
+    index_s = statistics.median(float(r["index_seconds"]) for r in results)  # type: ignore[arg-type]
+    print(f"| seconds/instance (median, after indexing) | {ours_s:.2f} | {base_s:.2f} | {ours_s / base_s:.2f} |")
+    print(f"| index seconds/instance (median) | {index_s:.2f} | - | - |")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""Spectrum-based fault localization: Ochiai over per-test coverage contexts from coverage.py.
+
+The failing test and the other tests of its file run once under coverage with one context per test function;
+pytest's junit XML gives each test's outcome. A line covered by failing tests and few passing ones is suspicious.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from snaffle.gates import is_test_file
+from snaffle.primitives import innermost
+from snaffle.shell import Sandbox, run_command
+from snaffle.structure import Entity, RepoIndex
+
+SBFL_TIMEOUT_S = 300.0
+COVERAGE_RC = "[run]\ndynamic_context = test_function\nrelative_files = true\n"
+
+
+def ochiai(failed_cover: int, passed_cover: int, total_failed: int) -> float:
+    """ef / sqrt(total_failed * (ef + ep)); 0 when nothing failed or the line was never run."""
+    if not failed_cover or not total_failed:
+        return 0.0
+    return failed_cover / math.sqrt(total_failed * (failed_cover + passed_cover))
+
+
+def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[Entity, float]:
+    """Entity suspiciousness (max over its lines) from one covered run of the failing test's file."""
+    test_file = failing_test.split("::", 1)[0]
+    with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "coveragerc").write_text(COVERAGE_RC)
+        command = [sys.executable, "-m", "coverage", "run", f"--rcfile={scratch / 'coveragerc'}",
+                   f"--data-file={scratch / 'coverage'}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   f"--junitxml={scratch / 'junit.xml'}", test_file]  # fmt: skip
+        run_command(command, index.root, sandbox.env, SBFL_TIMEOUT_S)
+        outcomes = junit_outcomes(scratch / "junit.xml")
+        lines = covered_lines(scratch / "coverage", index.root)
+    failed = {name for name, ok in outcomes.items() if not ok}
+    return entity_suspiciousness(index, lines, failed, len(failed))
+
+
+def junit_outcomes(path: Path) -> dict[str, bool]:
+    """`module.function` -> passed, from pytest's junit XML (parametrized ids folded into their function)."""
+    if not path.exists():
+        return {}
+    outcomes: dict[str, bool] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = test_key(f"{case.get('classname')}.{str(case.get('name')).split('[', 1)[0]}")
+        failed = any(child.tag in ("failure", "error") for child in case)
+        outcomes[name] = outcomes.get(name, True) and not failed
+    return outcomes
+
+
+def test_key(dotted: str) -> str:
+    """`Class.test` or `module.test`: coverage and junit qualify the module differently (rootdir vs package)."""
+    return ".".join(dotted.split(".")[-2:])
+
+
+def covered_lines(data_file: Path, root: Path) -> dict[str, dict[int, set[str]]]:
+    """Per repo-relative file, per 1-based line, the test contexts that ran it."""
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    found: dict[str, dict[int, set[str]]] = {}
+    for measured in data.measured_files():
+        path = Path(measured)
+        rel = (path if not path.is_absolute() else path.resolve().relative_to(root.resolve())).as_posix()
+        if rel.startswith("..") or is_test_file(rel):
+            continue
+        by_line = data.contexts_by_lineno(measured)
+        found[rel] = {line: {test_key(c.split("|")[0]) for c in ctx if c} for line, ctx in by_line.items()}
+    return found
+
+
+def entity_suspiciousness(
+    index: RepoIndex, lines: dict[str, dict[int, set[str]]], failed: set[str], total_failed: int
+) -> dict[Entity, float]:
+    """Ochiai per line, maximum per innermost entity."""
+    scores: dict[Entity, float] = defaultdict(float)
+    known = set(index.files())
+    for path, by_line in lines.items():
+        entities = index.entities(path) if path in known else []
+        for line, contexts in by_line.items():
+            ef = len(contexts & failed)
+            score = ochiai(ef, len(contexts) - ef, total_failed)
+            owner = innermost(entities, line - 1)
+            if owner is not None and owner.qualname and score > scores[owner]:
+                scores[owner] = score
+    return dict(scores)
