@@ -19,8 +19,9 @@ from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Message
 from snaffle.workspace import Workspace
 
-ARMS = ("minimal", "structured")
+ARMS = ("agentless", "structured", "minimal")
 STRUCTURED_EXAMPLE = {"name": "search_symbol", "arguments": {"query": "parse"}}
+REPAIR_EXAMPLE = {"name": "read_entity", "arguments": {"selector": "pkg/mod.py::func"}}
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,17 @@ def fixed_context(arm: str, protocol: str) -> dict[str, Any]:
         registry.register(Bash.bash)
         registry.register(Editor.str_replace_editor)
         setup = ArmSetup(registry, minimal_messages(registry, "", protocol))
-    else:
+    elif arm == "structured":
         for tool in (Reader.read_entity, Reader.search_symbol, Reader.search_code, EntityEditor.edit_entity,
                      PytestRunner.run_test, Executor.execute):  # fmt: skip
             registry.register(tool)
         setup = ArmSetup(registry, structured_messages(registry, "", protocol))
+    else:
+        for tool in (Reader.read_entity, Reader.search_symbol, Reader.search_code, EntityEditor.edit_entity,
+                     PytestRunner.run_test):  # fmt: skip
+            registry.register(tool)
+        system = system_prompt(prompts.load("repair_system.md"), registry.schemas(), protocol, REPAIR_EXAMPLE)
+        setup = ArmSetup(registry, ({"role": "system", "content": system},))
     schema_tokens = tokens.count_schemas(registry.schemas()) if protocol == "native" else 0
     system_tokens = tokens.count(str(setup.messages[0]["content"]))
     return {"arm": arm, "tool_protocol": protocol, "system_tokens": system_tokens,

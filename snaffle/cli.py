@@ -15,6 +15,7 @@ from snaffle import __version__, demo
 from snaffle.arms import ARMS
 from snaffle.exceptions import UserError
 from snaffle.model import ModelConfig, check_endpoint
+from snaffle.pipeline import PipelineConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
@@ -69,8 +70,9 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     issue = p.add_mutually_exclusive_group(required=True)
     issue.add_argument("--issue", help="the issue text")
     issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
-    p.add_argument("--arm", choices=ARMS, default="minimal")
+    p.add_argument("--arm", choices=ARMS, default="agentless", help="agentless (default), structured, minimal")
     add_model_args(p)
+    add_pipeline_args(p)
     p.add_argument("--max-turns", type=int, default=30, help="model calls (0 = no cap)")
     p.add_argument("--max-tokens", type=int, default=0, help="prompt + completion tokens (0 = no cap)")
     p.add_argument("--max-dollars", type=float, default=0.0, help="dollars (0 = no cap)")
@@ -79,9 +81,30 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_solve)
 
 
+def add_pipeline_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("agentless arm")
+    group.add_argument("--samples", type=int, default=3, help="repair samples: 1 greedy + N-1 at --sample-temperature")
+    group.add_argument("--sample-temperature", type=float, default=0.8)
+    group.add_argument("--top-k", type=int, default=3, help="localized entities shown to the model")
+    group.add_argument("--concurrency", type=int, default=1, help="samples run at once")
+    group.add_argument("--one-shot", action="store_true", help="no tools: one call per sample, edit extracted")
+    group.add_argument("--edit-format", choices=("rewrite", "search_replace"), default="rewrite")
+    group.add_argument("--repair-turns", type=int, default=8, help="model calls per sample")
+    group.add_argument("--no-reproduce", action="store_true", help="don't ask for a reproduction test")
+
+
+def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
+    if args.samples < 1 or args.top_k < 1 or args.concurrency < 1 or args.repair_turns < 1:
+        raise UserError("--samples, --top-k, --concurrency and --repair-turns must be at least 1")
+    return PipelineConfig(samples=args.samples, temperature=args.sample_temperature, top_k=args.top_k,
+                          concurrency=args.concurrency, one_shot=args.one_shot, edit_format=args.edit_format,
+                          repair_turns=args.repair_turns, reproduce=not args.no_reproduce)  # fmt: skip
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
-    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, zero_pricer)
+    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, zero_pricer,
+                         pipeline=pipeline_config(args))  # fmt: skip
     Workspace.open(args.repo).close()
     check_endpoint(config.model.base_url)
     attempt = solve(task, config)
@@ -129,7 +152,7 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 def add_prompt_size(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("prompt-size", help="print an arm's fixed context (system prompt + tool schemas)")
-    p.add_argument("--arm", choices=ARMS, default="minimal")
+    p.add_argument("--arm", choices=ARMS, default="agentless")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.set_defaults(func=cmd_prompt_size)
 

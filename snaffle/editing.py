@@ -57,6 +57,7 @@ class EntityEditor:
         self._gate(lint_gate(entity.path, text, after))
         (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
         self.view.index.refresh(entity.path)
+        self.view.edits += 1
         return f"edited {entity.selector}:\n{entity_diff(old, new)}"
 
     def _check(self, entity: Entity) -> None:

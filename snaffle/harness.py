@@ -215,6 +215,9 @@ class Loop:
             output, ok = self.registry.run(call), True
         except ToolFailure as failure:
             output, ok = f"Error: {failure}", False
+        except Interrupt as stop:  # a tool may end the run (stop-after-green); its observation is kept
+            self.observe(ToolResult(call.id, call.name, stop.message, True), time.monotonic() - started)
+            raise
         for gate in self.registry.gate_log:
             self.save({"type": "gate", "turn": self.turn, "call_id": call.id, "gate": gate.gate, "ok": gate.ok,
                        "reason": gate.reason})  # fmt: skip

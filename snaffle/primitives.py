@@ -42,6 +42,7 @@ class RepoView:
     index: RepoIndex
     shown: set[str] = field(default_factory=set)
     gate_log: list[GateResult] = field(default_factory=list)
+    edits: int = 0
 
     def entity(self, selector: str) -> Entity:
         try:

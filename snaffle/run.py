@@ -6,7 +6,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.model import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig
+from snaffle.pipeline import Pipeline, PipelineConfig
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex, default_cache_dir
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
@@ -35,6 +36,7 @@ class SolveConfig:
     observer: Callable[[Event], None] | None = None
     observations: PolicyConfig | None = None
     """None: the arm's default (the minimal control arm never collapses or compacts)."""
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -51,7 +53,13 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
-            arm = build_arm(config, workspace, Sandbox.create(Path(scratch)), task, deadline)
+            sandbox = Sandbox.create(Path(scratch) / "sandbox")
+            if config.arm == "agentless":
+                writer.write(header(task, config, None))
+                pipeline = Pipeline(task, workspace, sandbox, config.model, config.limits, writer, config.pricer,
+                                    config.pipeline, Path(scratch))  # fmt: skip
+                return finish(task, config, workspace, writer, pipeline.run())
+            arm = build_arm(config, workspace, sandbox, task, deadline)
             writer.write(header(task, config, arm))
             outcome = run_loop(config, workspace, writer, arm, deadline)
             return finish(task, config, workspace, writer, outcome)
@@ -87,7 +95,7 @@ def run_loop(
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, arm: ArmSetup) -> dict[str, Any]:
+def header(task: Task, config: SolveConfig, arm: ArmSetup | None) -> dict[str, Any]:
     limits = config.limits
     return {
         "type": "header",
@@ -103,9 +111,13 @@ def header(task: Task, config: SolveConfig, arm: ArmSetup) -> dict[str, Any]:
             "max_dollars": limits.max_dollars,
             "timeout_s": limits.timeout_s,
         },
-        "fixed_context_tokens": arm.fixed_context_tokens(config.model.tool_protocol),
+        "fixed_context_tokens": arm.fixed_context_tokens(config.model.tool_protocol) if arm else None,
         "python": platform.python_version(),
-        "config": {"tool_protocol": config.model.tool_protocol, "temperature": config.model.temperature},
+        "config": {
+            "tool_protocol": config.model.tool_protocol,
+            "temperature": config.model.temperature,
+            **({"pipeline": asdict(config.pipeline)} if config.arm == "agentless" else {}),
+        },
     }
 
 

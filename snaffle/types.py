@@ -33,6 +33,9 @@ class Usage:
             self.dollars + other.dollars,
         )
 
+    def with_dollars(self, dollars: float) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.reasoning_tokens, dollars)
+
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens

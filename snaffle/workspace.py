@@ -88,6 +88,23 @@ class Workspace:
         snapshot_tree(self.root, self.index)
         return touched
 
+    def clone(self, target: Path) -> Workspace:
+        """A clean copy of the starting tree at `target` sharing this repo's objects (no network, no copy of .git)."""
+        git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.root), str(target))
+        git(target, "read-tree", "-u", "--reset", self.base_tree)
+        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        shutil.copyfile(target / ".git" / "index", index)
+        return Workspace(target.resolve(), self.base_tree, index)
+
+    def apply(self, patch: str) -> None:
+        """Apply a patch made against the starting tree to this working tree."""
+        if not patch.strip():
+            return
+        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=self.root, input=patch.encode(),
+                              capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
+        if proc.returncode != 0:
+            raise UserError(f"patch does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
+
     def fingerprint(self) -> str:
         """A digest that changes whenever the working tree's content changes."""
         return snapshot_tree(self.root, self.index)

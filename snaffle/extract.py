@@ -1,0 +1,61 @@
+"""Edits out of free text, tolerantly and deterministically: SEARCH/REPLACE blocks and whole-definition rewrites."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+SEARCH_REPLACE_RE = re.compile(
+    r"(?:^(?P<selector>\S+\.py(?:::\S+)?)[ \t]*\n)?"
+    r"^[ \t]*<{5,9}[ \t]*SEARCH[ \t]*\n(?P<search>.*?)^[ \t]*={5,9}[ \t]*\n(?P<replace>.*?)^[ \t]*>{5,9}[ \t]*REPLACE",
+    re.MULTILINE | re.DOTALL,
+)
+FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
+DEF_RE = r"^\s*(?:async\s+def|def|class)\s+{name}\b"
+
+
+@dataclass(frozen=True)
+class SearchReplace:
+    """One SEARCH/REPLACE block; `selector` when the answer named the entity."""
+
+    selector: str | None
+    search: str
+    replace: str
+
+
+def search_replace_blocks(answer: str) -> list[SearchReplace]:
+    """Every SEARCH/REPLACE block, with marker lengths 5 to 9 and a missing final newline tolerated."""
+    text = answer if answer.endswith("\n") else answer + "\n"
+    return [SearchReplace(m["selector"], m["search"], m["replace"]) for m in SEARCH_REPLACE_RE.finditer(text)]
+
+
+def defining_block(answer: str, names: Sequence[str]) -> tuple[str, str] | None:
+    """The first fenced block (or the bare answer) that defines one of `names`: (name, code)."""
+    blocks = FENCE_RE.findall(answer) or [answer]
+    for block in blocks:
+        for name in names:
+            if re.search(DEF_RE.format(name=re.escape(name)), block, re.MULTILINE):
+                return name, textwrap.dedent(block)
+    return None
+
+
+def reindent(snippet: str, target: str) -> str | None:
+    """When `snippet` lost its indentation, the indentation it has in `target`: matched line by line, stripped."""
+    lines = [line.strip() for line in snippet.splitlines()]
+    if not lines or not lines[0]:
+        return None
+    target_lines = target.splitlines()
+    for start, line in enumerate(target_lines):
+        if line.strip() != lines[0]:
+            continue
+        window = target_lines[start : start + len(lines)]
+        if [w.strip() for w in window] == lines:
+            return "\n".join(window) + ("\n" if snippet.endswith("\n") else "")
+    return None
+
+
+def is_unified_diff(answer: str) -> bool:
+    """Whether the answer is a unified diff (recognised so it can be refused with a precise reason)."""
+    return bool(re.search(r"^--- \S+.*\n\+\+\+ \S+.*\n@@ ", answer, re.MULTILINE))

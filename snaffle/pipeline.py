@@ -1,0 +1,201 @@
+"""The agentless arm: localize (no model) -> repair samples (the only model step) -> validate -> select.
+
+Each sample starts from a clean copy of the starting tree; samples never see each other. Every stage writes a
+`stage` line to the trajectory with its decision; sample events carry `sample`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from snaffle import prompts
+from snaffle.exceptions import Interrupt, LimitsExceeded
+from snaffle.extract import FENCE_RE
+from snaffle.harness import Outcome, Pricer
+from snaffle.localize import Localization, Localizer
+from snaffle.model import ModelConfig, OpenAIModel
+from snaffle.repair import RepairContext, repair_sample
+from snaffle.shell import Sandbox
+from snaffle.structure import RepoIndex, default_cache_dir
+from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
+from snaffle.validate import Candidate, TestOutcomes, changed_lines, normalized_key, related_tests, run_tests, select
+from snaffle.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Knobs of the agentless arm (all data; see `snaffle solve --help`)."""
+
+    samples: int = 3
+    temperature: float = 0.8
+    top_k: int = 3
+    concurrency: int = 1
+    one_shot: bool = False
+    edit_format: str = "rewrite"
+    repair_turns: int = 8
+    reproduce: bool = True
+    stop_after_green: bool = True
+
+
+class LockedSink:
+    """A sink shared by concurrent samples: one writer, one lock, each event tagged with its sample."""
+
+    def __init__(self, sink: TrajectorySink, lock: threading.Lock, sample: int | None = None) -> None:
+        self.sink, self.lock, self.sample = sink, lock, sample
+
+    def write(self, event: Event) -> None:
+        tagged = event if self.sample is None else {**event, "sample": self.sample}
+        with self.lock:
+            self.sink.write(tagged)
+
+    def close(self) -> None:
+        return None
+
+    def tagged(self, sample: int) -> LockedSink:
+        return LockedSink(self.sink, self.lock, sample)
+
+
+class Pipeline:
+    """One agentless run over one workspace."""
+
+    def __init__(self, task: Task, workspace: Workspace, sandbox: Sandbox, model: ModelConfig, limits: Limits,
+                 sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, scratch: Path) -> None:  # fmt: skip
+        self.task, self.workspace, self.sandbox, self.model = task, workspace, sandbox, model
+        self.limits, self.pricer, self.config, self.scratch = limits, pricer, config, scratch
+        self.sink = LockedSink(sink, threading.Lock())
+        self.started = time.monotonic()
+        self.usage, self.turns = Usage(), 0
+        self.before: dict[str, TestOutcomes] = {}
+        self.repro: Path | None = None
+
+    @property
+    def deadline(self) -> float | None:
+        return self.started + self.limits.timeout_s if self.limits.timeout_s else None
+
+    def run(self) -> Outcome:
+        try:
+            return self._run()
+        except Interrupt as stop:
+            return self.outcome(stop.status, stop.message)
+        except KeyboardInterrupt:
+            return self.outcome("interrupted", "interrupted by the user")
+
+    def _run(self) -> Outcome:
+        index = RepoIndex(self.workspace.root, cache_dir=default_cache_dir())
+        located = Localizer(index).localize(self.task.issue, top=max(10, self.config.top_k))
+        context = RepairContext.build(index, located, self.config.top_k)
+        self.stage("localize", f"{len(context.selectors)} candidates", candidates=list(context.selectors),
+                   files=[p for p, _ in located.files[:5]], elapsed_s=round(located.elapsed_s, 3))  # fmt: skip
+        self.baseline(index, located, context)
+        candidates = self.repair(context)
+        chosen = select(candidates)
+        votes = Counter(c.key for c in candidates if c.valid)
+        self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
+        if chosen is None:
+            return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
+        self.workspace.apply(chosen.patch)
+        regression = any(o.passed for o in self.before.values())
+        tested = self.repro is not None or self.task.failing_test is not None or regression
+        return self.outcome("validated" if tested else "submitted", f"sample {chosen.sample} selected")
+
+    def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
+        """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
+        files = [p for p, _ in located.files[:5]]
+        for test in related_tests(index, files):
+            self.before[test] = run_tests(self.workspace, self.sandbox, [test])
+        passing = sum(len(o.passed) for o in self.before.values())
+        self.stage("regression_baseline", f"{passing} passing tests in {len(self.before)} related files",
+                   files=list(self.before))  # fmt: skip
+        if self.task.failing_test is None and self.config.reproduce:
+            self.reproduction(context)
+
+    def reproduction(self, context: RepairContext) -> None:
+        """Ask once for a test reproducing the issue; keep it only if it fails (not errors) on the original."""
+        prompt = prompts.render(prompts.load("reproduce.md"), issue=self.task.issue.strip(), context=context.text)
+        model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
+        reply = model.complete([{"role": "user", "content": prompt}], [], None)
+        self.account(Outcome("reproduce", "", reply.usage.with_dollars(self.pricer(model.name, reply.usage)), 1, 0))
+        code = FENCE_RE.findall(reply.content)
+        path = self.scratch / "repro" / "test_snaffle_repro.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code[0] if code else reply.content, encoding="utf-8")
+        outcome = run_tests(self.workspace, self.sandbox, [], [str(path)])
+        kept = outcome.ran and bool(outcome.failed) and not outcome.errored
+        self.repro = path if kept else None
+        self.stage("reproduce", "kept" if kept else "discarded", failed=sorted(outcome.failed),
+                   errored=sorted(outcome.errored), usage=reply.usage.as_dict())  # fmt: skip
+
+    def repair(self, context: RepairContext) -> list[Candidate]:
+        samples = range(self.config.samples)
+        with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
+            patches = list(pool.map(lambda i: self.sample(context, i), samples))
+        return [self.validate(i, patch) for i, patch in zip(samples, patches, strict=True)]
+
+    def sample(self, context: RepairContext, number: int) -> str:
+        """One repair attempt on a clean copy; returns its patch ('' for none)."""
+        limits = self.remaining_limits()
+        clone = self.workspace.clone(self.scratch / f"sample-{number}")
+        temperature = 0.0 if number == 0 else self.config.temperature
+        model = OpenAIModel(replace(self.model, temperature=temperature), deadline=self.deadline,
+                            on_retry=self.retry_logger(number))  # fmt: skip
+        outcome = repair_sample(clone, self.sandbox, model, context, limits, self.sink.tagged(number), self.pricer,
+                                self.config, self.task)  # fmt: skip
+        self.account(outcome)
+        patch = clone.patch()
+        self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch))
+        return patch
+
+    def validate(self, number: int, patch: str) -> Candidate:
+        """Apply to a clean copy; related tests that passed before must pass; the reproduction must pass."""
+        clone = self.workspace.clone(self.scratch / f"validate-{number}")
+        clone.apply(patch)
+        regressions: list[str] = []
+        for test, before in self.before.items():
+            after = run_tests(clone, self.sandbox, [test])
+            regressions += sorted(before.passed - after.passed)
+        reproduces = None
+        targets = [self.task.failing_test] if self.task.failing_test else []
+        extra = [str(self.repro)] if self.repro is not None else []
+        if (targets or extra) and patch.strip():
+            outcome = run_tests(clone, self.sandbox, targets, extra)
+            reproduces = outcome.ran and not outcome.failed and bool(outcome.passed)
+        candidate = Candidate(number, patch, normalized_key(clone, patch), changed_lines(patch),
+                              tuple(regressions[:20]), reproduces)  # fmt: skip
+        self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
+                   regressions=list(candidate.regressions), reproduces=reproduces)  # fmt: skip
+        return candidate
+
+    def remaining_limits(self) -> Limits:
+        """What is left of the run's caps for one more sample (turns: at most `repair_turns`)."""
+        limits = self.limits
+        if limits.max_turns and self.turns >= limits.max_turns:
+            raise LimitsExceeded("max_turns_exceeded", f"turn cap reached ({limits.max_turns})")
+        turns = self.config.repair_turns if not limits.max_turns else min(self.config.repair_turns,
+                                                                          limits.max_turns - self.turns)  # fmt: skip
+        tokens = max(1, limits.max_tokens - self.usage.total_tokens) if limits.max_tokens else 0
+        dollars = max(1e-9, limits.max_dollars - self.usage.dollars) if limits.max_dollars else 0.0
+        timeout = max(0.01, self.deadline - time.monotonic()) if self.deadline else 0.0
+        return Limits(turns, tokens, dollars, timeout)
+
+    def account(self, outcome: Outcome) -> None:
+        self.usage += outcome.usage
+        self.turns += outcome.turns
+
+    def retry_logger(self, number: int) -> Callable[[int, str, float], None]:
+        def log(attempt: int, error: str, wait_s: float) -> None:
+            self.sink.write({"type": "retry", "sample": number, "attempt": attempt, "error": error,
+                             "wait_s": round(wait_s, 3)})  # fmt: skip
+
+        return log
+
+    def stage(self, name: str, decision: str, **fields: object) -> None:
+        self.sink.write({"type": "stage", "stage": name, "decision": decision, **fields})
+
+    def outcome(self, status: str, message: str) -> Outcome:
+        return Outcome(status, message, self.usage, self.turns, time.monotonic() - self.started)

@@ -1,0 +1,172 @@
+"""One repair sample: a short capped loop with five primitives, or one tool-less call (one-shot) for weak models."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from snaffle import prompts
+from snaffle.arms import REPAIR_EXAMPLE, system_prompt
+from snaffle.editing import EntityEditor
+from snaffle.exceptions import Interrupt, Submitted
+from snaffle.extract import defining_block, is_unified_diff, reindent, search_replace_blocks
+from snaffle.gates import stop_after_green
+from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
+from snaffle.localize import Localization
+from snaffle.primitives import INLINE_BODY_LINES, Reader, RepoView
+from snaffle.runners import PytestRunner
+from snaffle.shell import Sandbox
+from snaffle.structure import Entity, RepoIndex, default_cache_dir
+from snaffle.tools import Registry, ToolFailure
+from snaffle.types import GateResult, Limits, Message, Model, Task, TrajectorySink, Usage
+from snaffle.workspace import Workspace
+
+if TYPE_CHECKING:
+    from snaffle.pipeline import PipelineConfig
+
+
+@dataclass(frozen=True)
+class RepairContext:
+    """The localized candidates a sample starts from: selectors and their shown text (no whole files)."""
+
+    selectors: tuple[str, ...]
+    names: tuple[str, ...]
+    text: str
+
+    @classmethod
+    def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
+        entities = [index.resolve(c.selector) for c in located.entities if c.selector != c.path][:top_k]
+        blocks = [_shown(index, e) for e in entities]
+        names = tuple(e.qualname.rsplit(".", 1)[-1].split("@")[0] for e in entities)
+        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks))
+
+
+def _shown(index: RepoIndex, entity: Entity) -> str:
+    lines = index.source(entity.path).decode("utf-8", "replace").splitlines()[entity.start_line : entity.end_line + 1]
+    cut = f"\n    ... ({len(lines) - INLINE_BODY_LINES} more lines)" if len(lines) > INLINE_BODY_LINES else ""
+    return f"# {entity.selector}\n" + "\n".join(lines[:INLINE_BODY_LINES]) + cut
+
+
+class GreenStop:
+    """`run_test` that ends the sample once an accepted edit makes the known failing test pass."""
+
+    def __init__(self, runner: PytestRunner, view: RepoView, failing_test: str | None) -> None:
+        self.runner, self.view, self.failing_test = runner, view, failing_test
+
+    def run_test(self, target: str) -> str:
+        """Run tests with pytest and summarize: counts, then the failing tests' short tracebacks.
+
+        Args:
+          target: a pytest node id (tests/test_x.py::test_y), a test file, or "-k expression"
+        """
+        output = self.runner.run_test(target)
+        if stop_after_green(self.view.edits > 0, target, output.startswith("passed"), self.failing_test):
+            raise Submitted(f"stop-after-green: {target} passes after the edit\n{output}")
+        return output
+
+
+def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context: RepairContext, limits: Limits,
+                  sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
+    """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
+    registry = Registry()
+    view = RepoView(workspace, RepoIndex(workspace.root, cache_dir=default_cache_dir()), gate_log=registry.gate_log)
+    view.shown.update(context.selectors)
+    if config.one_shot:
+        return one_shot(view, model, context, sink, pricer, config, task)
+    reader = Reader(view)
+    runner = PytestRunner(workspace, sandbox, None)
+    test_tool = GreenStop(runner, view, task.failing_test) if config.stop_after_green else runner
+    for tool in (reader.read_entity, reader.search_symbol, reader.search_code, EntityEditor(view).edit_entity,
+                 test_tool.run_test):  # fmt: skip
+        registry.register(tool)
+    loop = Loop(model, registry, sink, LoopConfig("agentless", limits, refuse_early_done=False),
+                workspace.fingerprint, pricer)  # fmt: skip
+    return loop.run(repair_messages(registry, context, task, model))
+
+
+def repair_messages(registry: Registry, context: RepairContext, task: Task, model: Model) -> tuple[Message, ...]:
+    protocol = getattr(getattr(model, "config", None), "tool_protocol", "native")
+    system = system_prompt(prompts.load("repair_system.md"), registry.schemas(), protocol, REPAIR_EXAMPLE)
+    note = f"\nThe failing test is {task.failing_test}." if task.failing_test else ""
+    user = prompts.render(prompts.load("repair_task.md"), issue=task.issue.strip(), context=context.text,
+                          test_note=note)  # fmt: skip
+    return ({"role": "system", "content": system}, {"role": "user", "content": user})
+
+
+def one_shot(view: RepoView, model: Model, context: RepairContext, sink: TrajectorySink, pricer: Pricer,
+             config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
+    """No tools: one call; the answer's edit is extracted and applied through edit_entity's gates."""
+    started = time.monotonic()
+    messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, config.edit_format)}]
+    try:
+        reply = model.complete(messages, [], None)
+    except Interrupt as stop:
+        return Outcome(stop.status, stop.message, Usage(), 0, time.monotonic() - started)
+    usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
+    sink.write({"type": "model_call", "turn": 1, "messages_delta": messages, "n_messages": 1,
+                "response": {"content": reply.content, "tool_calls": [], "reasoning_content": reply.reasoning,
+                             "finish_reason": reply.finish_reason, "protocol": "text"},
+                "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
+                "cumulative": {**usage.as_dict(), "turns": 1}, "shim": dict(reply.shim)})  # fmt: skip
+    status, message = apply_answer(view, context, reply.content, sink)
+    return Outcome(status, message, usage, 1, time.monotonic() - started)
+
+
+def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str:
+    if edit_format == "search_replace":
+        first = context.text.splitlines()[1] if len(context.text.splitlines()) > 1 else ""
+        example = f"{context.selectors[0]}\n<<<<<<< SEARCH\n{first}\n=======\n{first}\n>>>>>>> REPLACE"
+        return prompts.render(prompts.load("oneshot_search_replace.md"), issue=task.issue.strip(),
+                              context=context.text, example=example)  # fmt: skip
+    return prompts.render(prompts.load("oneshot_rewrite.md"), issue=task.issue.strip(), context=context.text)
+
+
+def apply_answer(view: RepoView, context: RepairContext, answer: str, sink: TrajectorySink) -> tuple[str, str]:
+    """Apply the answer's SEARCH/REPLACE blocks, else its rewritten definition; report each recovery as a gate."""
+    editor = EntityEditor(view)
+    blocks = search_replace_blocks(answer)
+    try:
+        if blocks:
+            for block in blocks:
+                _apply_block(editor, view, context, block.selector, block.search, block.replace, sink)
+            return "submitted", f"applied {len(blocks)} SEARCH/REPLACE block(s)"
+        found = defining_block(answer, context.names)
+        if found is None:
+            reason = "a unified diff is not accepted" if is_unified_diff(answer) else "no edit found in the answer"
+            return "no_edit", reason
+        selector = context.selectors[context.names.index(found[0])]
+        editor.edit_entity(selector, new_source=found[1])
+        return "submitted", f"applied a rewrite of {selector}"
+    except ToolFailure as failure:
+        for gate in view.gate_log:
+            sink.write({"type": "gate", "turn": 1, "call_id": None, "gate": gate.gate, "ok": gate.ok,
+                        "reason": gate.reason})  # fmt: skip
+        return "no_edit", str(failure)
+
+
+def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, selector: str | None, search: str,
+                 replace: str, sink: TrajectorySink) -> None:  # fmt: skip
+    """Apply one block to the named entity, or to the candidate whose text holds the search lines."""
+    targets = [selector] if selector in context.selectors else list(context.selectors)
+    for target in targets:
+        entity = view.index.resolve(target)
+        text = "\n".join(view.lines(entity.path)[entity.start_line : entity.end_line + 1])
+        fixed = search if search.rstrip("\n") in text else reindent(search, text)
+        if fixed is None:
+            continue
+        if fixed != search:
+            note = GateResult("edit_recovery", True, "SEARCH lines re-indented against the file")
+            sink.write(
+                {"type": "gate", "turn": 1, "call_id": None, "gate": note.gate, "ok": True, "reason": note.reason}
+            )
+            replace = _reindent_like(replace, search, fixed)
+        editor.edit_entity(target, search=fixed.rstrip("\n"), replace=replace.rstrip("\n"))
+        return
+    raise ToolFailure("a SEARCH block matches none of the candidate entities")
+
+
+def _reindent_like(replace: str, search: str, fixed: str) -> str:
+    """Shift the replacement by the indentation the search lines were missing."""
+    lost = len(fixed) - len(fixed.lstrip()) - (len(search) - len(search.lstrip()))
+    return "\n".join((" " * lost + line) if line.strip() else line for line in replace.splitlines())

@@ -1,0 +1,150 @@
+"""Deterministic validation and selection: regression and reproduction tests, AST-normalized majority vote."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from snaffle.gates import is_test_file
+from snaffle.localize import imported_modules
+from snaffle.shell import Sandbox, run_command
+from snaffle.structure import RepoIndex
+from snaffle.workspace import Workspace
+
+TESTS_TIMEOUT_S = 300.0
+MAX_RELATED_TEST_FILES = 6
+
+
+@dataclass(frozen=True)
+class TestOutcomes:
+    """Per-test pass/fail of one pytest run (`file::Class::name`), and whether pytest ran at all."""
+
+    passed: frozenset[str]
+    failed: frozenset[str]
+    ran: bool
+    errored: frozenset[str] = frozenset()
+    """Tests that errored (collection or fixture errors) rather than failed an assertion; also in `failed`."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One repair sample's patch and what validation found."""
+
+    sample: int
+    patch: str
+    key: str
+    changed_lines: int
+    regressions: tuple[str, ...] = ()
+    reproduces: bool | None = None
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.patch.strip()) and not self.regressions and self.reproduces is not False
+
+
+def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
+    """Test files that import one of `files`' modules or are named after one (test_<stem>.py)."""
+    modules = {_module_name(f) for f in files}
+    stems = {Path(f).stem for f in files}
+    found: list[str] = []
+    for test in (f for f in index.files() if is_test_file(f) and Path(f).name.startswith("test")):
+        imports = set(imported_modules(index.source(test)))
+        named = Path(test).stem.removeprefix("test_") in stems
+        if named or imports & modules or any(i.startswith(m + ".") for i in imports for m in modules):
+            found.append(test)
+    return sorted(found, key=lambda t: (Path(t).stem.removeprefix("test_") not in stems, t))[:MAX_RELATED_TEST_FILES]
+
+
+def _module_name(path: str) -> str:
+    dotted = path.removesuffix(".py").replace("/", ".")
+    return dotted.removesuffix(".__init__")
+
+
+def run_tests(
+    workspace: Workspace, sandbox: Sandbox, targets: Sequence[str], extra_paths: Sequence[str] = ()
+) -> TestOutcomes:
+    """Run pytest on `targets` (and test files outside the repo) and read each test's outcome from junit XML."""
+    if not targets and not extra_paths:
+        return TestOutcomes(frozenset(), frozenset(), False)
+    with tempfile.TemporaryDirectory(prefix="snaffle-validate-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        env = {**sandbox.env, "PYTHONPATH": str(workspace.root)}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                   f"--rootdir={workspace.root}", *targets, *extra_paths]  # fmt: skip
+        run_command(command, workspace.root, env, TESTS_TIMEOUT_S)
+        return read_junit(junit)
+
+
+def read_junit(path: Path) -> TestOutcomes:
+    if not path.exists():
+        return TestOutcomes(frozenset(), frozenset(), False)
+    passed, failed, errored = set(), set(), set()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        tags = {child.tag for child in case}
+        if tags & {"failure", "error"}:
+            failed.add(name)
+        elif "skipped" not in tags:
+            passed.add(name)
+        if "error" in tags:
+            errored.add(name)
+    return TestOutcomes(frozenset(passed), frozenset(failed), True, frozenset(errored))
+
+
+def normalized_key(workspace: Workspace, patch: str) -> str:
+    """A digest of the patched files with comments, docstrings and formatting normalized away."""
+    if not patch.strip():
+        return "empty"
+    parts = []
+    for path in sorted(patched_files(patch)):
+        file = workspace.root / path
+        source = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
+        parts.append(f"{path}\n{normalize_source(source) if path.endswith('.py') else source}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def normalize_source(source: str) -> str:
+    """`ast.unparse` of the module without docstrings; the source itself when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.unparse(tree)
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def patched_files(patch: str) -> list[str]:
+    """Paths a git patch changes: the new side, or the old side for deleted files."""
+    lines = patch.splitlines()
+    found = []
+    for old, new in zip(lines, lines[1:], strict=False):
+        if old.startswith("--- ") and new.startswith("+++ "):
+            found.append(new[6:] if new.startswith("+++ b/") else old[6:])
+    return found
+
+
+def changed_lines(patch: str) -> int:
+    return sum(1 for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+
+
+def select(candidates: Sequence[Candidate]) -> Candidate | None:
+    """Majority vote over normalized keys of valid candidates; ties go to the fewest changed lines."""
+    valid = [c for c in candidates if c.valid]
+    if not valid:
+        return None
+    votes = Counter(c.key for c in valid)
+    return min(valid, key=lambda c: (-votes[c.key], c.changed_lines, c.sample))
