@@ -13,12 +13,15 @@ from importlib import resources
 from pathlib import Path
 
 from snaffle.model import ModelConfig
+from snaffle.pipeline import PipelineConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer, load_script
 from snaffle.types import Event, Limits, Task
 
 EXAMPLE = "median"
 DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
+DEMO_PIPELINE = PipelineConfig(samples=3, one_shot=True, edit_format="rewrite")
+"""One-shot whole-definition rewrites: the form the 1.5B local model produces (see DESIGN.md); 3 samples, voted."""
 GIT = [
     "git",
     "-c",
@@ -61,12 +64,13 @@ def prepare_repo(source: Path, target: Path) -> Path:
 
 
 def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
-    config = SolveConfig("minimal", model, DEMO_LIMITS, root / "run", zero_pricer, observer=progress_printer())
+    config = SolveConfig("agentless", model, DEMO_LIMITS, root / "run", zero_pricer, observer=progress_printer(),
+                         pipeline=DEMO_PIPELINE)  # fmt: skip
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")
     after = repo_tests(repo)
     print(f"tests after: {after}")
-    fixed = after.startswith("passed")
+    fixed = after.startswith("passed") and attempt.exit_status in ("validated", "submitted")
     print("the model fixed the bug." if fixed else "the model did NOT fix the bug.")
     print(f"trajectory: {attempt.trajectory_path}\nresult: {attempt.trajectory_path.parent / 'result.json'}")
     return 0
@@ -86,12 +90,15 @@ def progress_printer() -> Callable[[Event], None]:
         elapsed = f"[{time.monotonic() - started:6.1f}s]"
         if event["type"] == "model_call":
             usage = event["usage"]
-            print(f"{elapsed} turn {event['turn']}: {usage['prompt_tokens']} prompt + "
-                  f"{usage['completion_tokens']} output tokens")  # fmt: skip
+            sample = f"sample {event['sample']} " if "sample" in event else ""
+            print(f"{elapsed} {sample}turn {event['turn']}: {usage['prompt_tokens']} prompt + "
+                  f"{usage['completion_tokens']} output tokens, {event['latency_s']:.1f}s")  # fmt: skip
         elif event["type"] == "tool_call":
             print(f"{elapsed}   {event['name']} {str(event['arguments'])[:100]}")
-        elif event["type"] in ("gate", "stage", "retry"):
-            print(f"{elapsed}   {event['type']}: {event.get('gate') or event.get('stage') or event.get('error')}")
+        elif event["type"] == "stage":
+            print(f"{elapsed} stage {event['stage']}: {event['decision']}")
+        elif event["type"] in ("gate", "retry"):
+            print(f"{elapsed}   {event['type']}: {event.get('gate') or event.get('error')} {event.get('reason', '')}")
         sys.stdout.flush()
 
     return show

@@ -126,3 +126,11 @@ def test_a_trajectory_that_cannot_grow_ends_in_state_error(calc_repo: Path, scri
     result = json.loads((out / "result.json").read_text())
     assert result["exit_status"] == "state_error" and "trajectory" in result["message"]
     assert read_trajectory(out / "trajectory.jsonl").header is not None
+
+
+def test_demo_runs_end_to_end_on_the_scripted_model(tmp_path: Path) -> None:
+    proc = snaffle("demo", "--out", str(tmp_path / "demo"))
+    assert proc.returncode == 0, proc.stderr
+    assert "tests before: FAILED" in proc.stdout and "tests after: passed" in proc.stdout
+    assert "scripted model server" in proc.stdout and "the model fixed the bug." in proc.stdout
+    assert json.loads((tmp_path / "demo" / "run" / "result.json").read_text())["exit_status"] == "validated"
