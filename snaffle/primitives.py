@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -180,6 +181,10 @@ class Reader:
         root = self.view.workspace.root
         if path is not None:
             self.view.workspace.resolve(path)
+        found = ripgrep(root, query, path)
+        if found is not None:
+            yield from found
+            return
         files = [f for f in text_files(root) if path is None or f == path or f.startswith(path.rstrip("/") + "/")]
         for rel in files:
             try:
@@ -189,6 +194,24 @@ class Reader:
             for number, line in enumerate(text.splitlines()):
                 if pattern.search(line):
                     yield rel, number, line
+
+
+def ripgrep(root: Path, query: str, path: str | None) -> list[tuple[str, int, str]] | None:
+    """Matches by `rg` (the `ripgrep` package ships it); None when rg is absent or rejects the pattern."""
+    rg = shutil.which("rg") or str(Path(sys.executable).parent / "rg")
+    if not Path(rg).exists():
+        return None
+    globs = [arg for suffix in sorted(TEXT_SUFFIXES) for arg in ("-g", f"*{suffix}")]
+    command = [rg, "-n", "--no-heading", "--color", "never", "--max-columns", "300", *globs, "-e", query, path or "."]
+    proc = subprocess.run(command, cwd=root, capture_output=True, text=True, errors="replace", timeout=SEARCH_TIMEOUT_S)
+    if proc.returncode == 2:
+        return None
+    hits = []
+    for line in proc.stdout.splitlines():
+        file, number, text = (line.split(":", 2) + ["", ""])[:3]
+        if number.isdigit():
+            hits.append((file.removeprefix("./"), int(number) - 1, text))
+    return hits
 
 
 def text_files(root: Path) -> list[str]:

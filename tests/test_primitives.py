@@ -198,3 +198,8 @@ def test_nearest_candidate_ignores_whitespace() -> None:
     text = "def f():\n    a = 1\n    return a + 2\n"
     assert nearest_candidate(text, "return a+2") == "    return a + 2"
     assert nearest_candidate(text, "completely different words here") == ""
+
+
+def test_search_code_falls_back_to_python_when_rg_rejects_the_pattern(view: RepoView) -> None:
+    out = Reader(view).search_code(r"def (?=parse)")
+    assert out.startswith("1 matches in 1 files") and "geo/shapes.py::parse_shape" in out
