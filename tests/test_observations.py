@@ -5,7 +5,6 @@ from __future__ import annotations
 from snaffle.observations import ObservationPolicy, PolicyConfig, collapse_label, estimate_context
 from snaffle.types import Message, ToolCall, ToolResult
 
-
 BIG = PolicyConfig(keep_full=2, batch=2, context_window=100_000)
 
 
