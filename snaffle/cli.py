@@ -88,7 +88,12 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--top-k", type=int, default=3, help="localized entities shown to the model")
     group.add_argument("--concurrency", type=int, default=1, help="samples run at once")
     group.add_argument("--one-shot", action="store_true", help="no tools: one call per sample, edit extracted")
-    group.add_argument("--edit-format", choices=("rewrite", "search_replace"), default="rewrite")
+    group.add_argument(
+        "--edit-format",
+        choices=("rewrite", "search_replace", "auto"),
+        default=None,
+        help="one-shot answer form; default: the model's measured entry in data/edit_formats.toml",
+    )
     group.add_argument("--repair-turns", type=int, default=8, help="model calls per sample")
     group.add_argument("--no-reproduce", action="store_true", help="don't ask for a reproduction test")
 

@@ -20,7 +20,7 @@ from snaffle.types import Event, Limits, Task
 
 EXAMPLE = "median"
 DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
-DEMO_PIPELINE = PipelineConfig(samples=3, one_shot=True, edit_format="rewrite")
+DEMO_PIPELINE = PipelineConfig(samples=3, one_shot=True)
 """One-shot whole-definition rewrites: the form the 1.5B local model produces (see DESIGN.md); 3 samples, voted."""
 GIT = [
     "git",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import textwrap
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 SEARCH_REPLACE_RE = re.compile(
     r"(?:^(?P<selector>\S+\.py(?:::\S+)?)[ \t]*\n)?"
@@ -14,6 +16,7 @@ SEARCH_REPLACE_RE = re.compile(
 )
 FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 DEF_RE = r"^\s*(?:async\s+def|def|class)\s+{name}\b"
+EDIT_FORMATS = ("rewrite", "search_replace")
 
 
 @dataclass(frozen=True)
@@ -59,3 +62,18 @@ def reindent(snippet: str, target: str) -> str | None:
 def is_unified_diff(answer: str) -> bool:
     """Whether the answer is a unified diff (recognised so it can be refused with a precise reason)."""
     return bool(re.search(r"^--- \S+.*\n\+\+\+ \S+.*\n@@ ", answer, re.MULTILINE))
+
+
+def edit_format_for(model: str, entity_lines: int, configured: str | None = None) -> str:
+    """`rewrite` or `search_replace` for this model and entity size, from snaffle/data/edit_formats.toml."""
+    table = tomllib.loads(resources.files("snaffle.data").joinpath("edit_formats.toml").read_text())
+    default = table["default"]
+    chosen = configured or next(
+        (m["edit_format"] for m in table.get("models", []) if m["match"].lower() in model.lower()),
+        default["edit_format"],
+    )
+    if chosen == "auto":
+        return "rewrite" if entity_lines <= int(default["auto_max_lines"]) else "search_replace"
+    if chosen not in EDIT_FORMATS:
+        raise ValueError(f"unknown edit format {chosen!r}; use one of rewrite, search_replace, auto")
+    return chosen

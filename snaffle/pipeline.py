@@ -37,7 +37,8 @@ class PipelineConfig:
     top_k: int = 3
     concurrency: int = 1
     one_shot: bool = False
-    edit_format: str = "rewrite"
+    edit_format: str | None = None
+    """rewrite, search_replace or auto; None: the model's entry in snaffle/data/edit_formats.toml."""
     repair_turns: int = 8
     reproduce: bool = True
     stop_after_green: bool = True

@@ -10,7 +10,7 @@ from snaffle import prompts
 from snaffle.arms import REPAIR_EXAMPLE, system_prompt
 from snaffle.editing import EntityEditor
 from snaffle.exceptions import Interrupt, Submitted
-from snaffle.extract import defining_block, is_unified_diff, reindent, search_replace_blocks
+from snaffle.extract import defining_block, edit_format_for, is_unified_diff, reindent, search_replace_blocks
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.localize import Localization
@@ -33,13 +33,15 @@ class RepairContext:
     selectors: tuple[str, ...]
     names: tuple[str, ...]
     text: str
+    lines: tuple[int, ...] = ()
 
     @classmethod
     def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
         entities = [index.resolve(c.selector) for c in located.entities if c.selector != c.path][:top_k]
         blocks = [_shown(index, e) for e in entities]
         names = tuple(e.qualname.rsplit(".", 1)[-1].split("@")[0] for e in entities)
-        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks))
+        sizes = tuple(e.end_line - e.start_line + 1 for e in entities)
+        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks), sizes)
 
 
 def _shown(index: RepoIndex, entity: Entity) -> str:
@@ -98,7 +100,8 @@ def one_shot(view: RepoView, model: Model, context: RepairContext, sink: Traject
              config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
     """No tools: one call; the answer's edit is extracted and applied through edit_entity's gates."""
     started = time.monotonic()
-    messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, config.edit_format)}]
+    edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
+    messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, edit_format)}]
     try:
         reply = model.complete(messages, [], None)
     except Interrupt as stop:

@@ -179,3 +179,23 @@ def test_one_shot_rewrite_of_a_method(scripted: Start, tmp_path: Path) -> None:
 )
 def test_normalization_ignores_comments_docstrings_and_spacing(a: str, b: str, same: bool) -> None:
     assert (normalize_source(a) == normalize_source(b)) is same
+
+
+def test_one_shot_search_replace_with_stripped_indentation_is_recovered(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "depot", NESTED_FILES)
+    issue = "`Store.Shelf.count('apple')` counts every item that is NOT an apple."
+    docstring = '"""How many units of `name` are on the shelf."""\n'
+    answer = (
+        f"depot/store.py::Store.Shelf.count\n<<<<<<< SEARCH\n{docstring}"
+        "return sum(1 for item in self.items if item != name)\n=======\n"
+        f"{docstring}return sum(1 for item in self.items if item == name)\n>>>>>>> REPLACE\n"
+    )
+    server = scripted([{"content": answer}])
+    out = tmp_path / "run"
+    attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True,
+                        edit_format="search_replace")  # fmt: skip
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+            return sum(1 for item in self.items if item == name)\n" in attempt.patch
+    gates = [g["gate"] for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
+    assert gates == ["edit_recovery"]
+    assert "<<<<<<< SEARCH" in server.requests[0].body["messages"][0]["content"]

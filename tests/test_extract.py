@@ -1,0 +1,71 @@
+"""Tolerant, deterministic extraction of edits from free-text answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from snaffle.extract import defining_block, edit_format_for, is_unified_diff, reindent, search_replace_blocks
+
+ENTITY = "    def count(self, name):\n        total = 0\n        return total\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<<<<<<< SEARCH\n        total = 0\n=======\n        total = 1\n>>>>>>> REPLACE\n",
+        "<<<<< SEARCH\n        total = 0\n=====\n        total = 1\n>>>>> REPLACE",
+        "Here:\n```\n<<<<<<<<< SEARCH\n        total = 0\n=========\n        total = 1\n>>>>>>>>> REPLACE\n```\n",
+    ],
+)
+def test_search_replace_marker_variants(answer: str) -> None:
+    (block,) = search_replace_blocks(answer)
+    assert block.search == "        total = 0\n" and block.replace == "        total = 1\n"
+
+
+def test_search_replace_with_selector_and_several_blocks() -> None:
+    answer = (
+        "pkg/mod.py::Shelf.count\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n"
+        "<<<<<<< SEARCH\nc\n=======\nd\n>>>>>>> REPLACE\n"
+    )
+    first, second = search_replace_blocks(answer)
+    assert first.selector == "pkg/mod.py::Shelf.count" and second.selector is None
+    assert (second.search, second.replace) == ("c\n", "d\n")
+
+
+def test_reindent_recovers_stripped_indentation() -> None:
+    assert reindent("total = 0\nreturn total", ENTITY) == "        total = 0\n        return total"
+    assert reindent("total = 2", ENTITY) is None
+
+
+def test_defining_block_picks_the_block_that_defines_the_entity() -> None:
+    answer = "```python\nimport os\n```\nthen\n```\n    def count(self, name):\n        return 1\n```"
+    name, code = defining_block(answer, ["count"]) or ("", "")
+    assert name == "count" and code.startswith("def count(self, name):")
+    assert defining_block("no code at all", ["count"]) is None
+    bare = defining_block("def count(self, name):\n    return 2\n", ["other", "count"])
+    assert bare is not None and bare[0] == "count"
+
+
+def test_unified_diff_is_recognised() -> None:
+    assert is_unified_diff("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert not is_unified_diff("def f():\n    pass\n")
+
+
+@pytest.mark.parametrize(
+    ("model", "lines", "configured", "expected"),
+    [
+        ("qwen2.5-coder-1.5b-instruct-q8_0", 500, None, "rewrite"),
+        ("Qwen2.5-Coder-0.5B-Instruct", 10, None, "rewrite"),
+        ("deepseek-chat", 20, None, "rewrite"),
+        ("deepseek-chat", 200, None, "search_replace"),
+        ("qwen2.5-coder-1.5b", 10, "search_replace", "search_replace"),
+        ("any", 500, "auto", "search_replace"),
+    ],
+)
+def test_edit_format_table(model: str, lines: int, configured: str | None, expected: str) -> None:
+    assert edit_format_for(model, lines, configured) == expected
+
+
+def test_unknown_edit_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown edit format"):
+        edit_format_for("m", 1, "diff")
