@@ -12,6 +12,7 @@ import os
 import posixpath
 import re
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -198,8 +199,7 @@ def _point(source: bytes, offset: int) -> tuple[int, int]:
 
 
 def _walk(root: Node, source: bytes) -> Iterator[tuple[Node, Node, str, str]]:
-    """(outer node incl. decorators, definition, qualname, kind) for every class and def, in source order.
-    Function bodies without the word `def` or `class` are not entered: most hold no nested definitions."""
+    """(outer node incl. decorators, definition, qualname, kind) for every class and def, in source order."""
     stack: list[tuple[Node, str, str]] = [(root, "", "module")]
     while stack:
         node, prefix, parent_kind = stack.pop()
@@ -211,17 +211,19 @@ def _walk(root: Node, source: bytes) -> Iterator[tuple[Node, Node, str, str]]:
             kind = _kind(definition.type, parent_kind)
             qualname = prefix + _text(name)
             yield node, definition, qualname, kind
-            children, inner_prefix, inner_kind = definition.children, qualname + ".", kind
-            body = definition.child_by_field_name("body")
-            if kind != "class" and body is not None and not definition.has_error and not _may_define(source, body):
+            if not _may_hold_definitions(source, definition, kind):
                 continue
+            children, inner_prefix, inner_kind = definition.children, qualname + ".", kind
         stack.extend((c, inner_prefix, inner_kind) for c in reversed(children) if c.type in DESCEND_TYPES)
 
 
-def _may_define(source: bytes, node: Node) -> bool:
-    """Whether `node`'s text holds a definition keyword (false positives such as `default` are harmless)."""
-    start, end = node.start_byte, node.end_byte
-    return any(source.find(keyword, start, end) >= 0 for keyword in DEFINITION_KEYWORDS)
+def _may_hold_definitions(source: bytes, definition: Node, kind: str) -> bool:
+    """Classes do; a function only if its body has the word `def` or `class` (a false positive such as
+    `default` merely costs a visit) or it did not parse cleanly."""
+    body = definition.child_by_field_name("body")
+    if kind == "class" or body is None or definition.has_error:
+        return True
+    return any(source.find(keyword, body.start_byte, body.end_byte) >= 0 for keyword in DEFINITION_KEYWORDS)
 
 
 def _kind(node_type: str, parent_kind: str) -> str:
@@ -379,7 +381,7 @@ def render_skeleton(entities: Sequence[Entity], parse_errors: int = 0, decode_er
         nested = index + 1 < len(members) and members[index + 1].start_byte < entity.end_byte
         if entity.kind != "class" or not (nested or entity.doc):
             lines.append(inner + BODY_ELIDED)
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)
 
 
 def _escape_doc(doc: str) -> str:
@@ -448,7 +450,7 @@ def _store(cache_dir: Path | None, payload: dict[str, Any]) -> None:
     if cache_dir is None:
         return
     target = _cache_file(cache_dir, payload["info"][0])
-    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(json.dumps(payload, ensure_ascii=False, separators=(",", ":")), "utf-8")
@@ -590,7 +592,9 @@ class RepoIndex:
     # ---- selectors
 
     def resolve(self, selector: str) -> Entity:
-        """The one entity named by `path.py`, `path.py::func`, `path.py::Class.method` (or `name@2`)."""
+        """The one entity named by `path.py`, `path.py::func` or `path.py::Class.method`. A name defined more
+        than once takes `@n` (1-based, source order), except a property family (the bare name means the
+        getter) and overloads (the implementation); `Entity.selector` always resolves back to its entity."""
         path_part, _, name = selector.strip().partition("::")
         path = self._checked(path_part)
         entities = self._get(path).entities
@@ -613,9 +617,11 @@ class RepoIndex:
     def refresh(self, path: str) -> None:
         """Re-index one file after an edit (always re-reads it); a deleted file leaves the index."""
         path = self._normalize(path)
-        full = self.root / path
-        if not full.is_file():
+        if _outside(path):
+            raise SelectorError(f"{path!r} is outside the repository; use a path relative to its root")
+        if not (self.root / path).is_file():
             self._records.pop(path, None)
+            self._trees.pop(path, None)
             if self._files is not None and path in self._files:
                 self._files.remove(path)
             return
@@ -689,11 +695,11 @@ class RepoIndex:
         without a `__main__` guard, no process support) falls back to parsing here."""
         job = partial(_index_in_worker, self._root_key, self.cache_dir)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
-        context = multiprocessing.get_context(START_METHOD)
         try:
+            context = multiprocessing.get_context(START_METHOD)
             with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
                 payloads = [p for p in pool.map(job, paths, chunksize=chunk) if p is not None]
-        except (BrokenProcessPool, OSError):
+        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no forkserver on this platform
             return self._parse_serial(paths), 1
         for payload in payloads:
             self._records[payload["info"][0]] = _from_payload(payload)
@@ -709,7 +715,9 @@ class RepoIndex:
     def _checked(self, path: str) -> str:
         """A normalized path to an existing Python file inside the root, or a SelectorError naming the fix."""
         normal = self._normalize(path)
-        if not normal or normal.startswith(("../", "/")) or normal == "..":
+        if not normal:
+            raise SelectorError("no file given; start the selector with a path relative to the repository root")
+        if _outside(normal):
             raise SelectorError(f"{path!r} is outside the repository; use a path relative to its root")
         if not (self.root / normal).is_file():
             raise self._path_error(normal)
@@ -723,6 +731,11 @@ class RepoIndex:
         same_name = [f for f in files if posixpath.basename(f) == base]
         close = difflib.get_close_matches(path, files, n=CLOSE_MATCHES, cutoff=CLOSE_MATCH_CUTOFF)
         return SelectorError(_listing(f"no file {path} in the repository", [*same_name, *close]))
+
+
+def _outside(normal: str) -> bool:
+    """Whether a normalized path leaves the root (or is empty)."""
+    return not normal or normal == ".." or normal.startswith(("../", "/"))
 
 
 def _worker_count(requested: int, stale: int) -> int:

@@ -38,7 +38,7 @@ def test_version_and_help() -> None:
 def test_solve_fixes_the_planted_bug(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted(FIX_SCRIPT)
     out = tmp_path / "run"
-    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url,
+    proc = snaffle("solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url,
                    "--model", "scripted", "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["exit_status"] == "submitted"
@@ -50,7 +50,7 @@ def test_api_key_never_reaches_a_file(calc_repo: Path, scripted: Start, tmp_path
     server = scripted([bash("echo $OPENAI_API_KEY; env | grep -c SECRET_KEY || true"), {"content": "DONE"}])
     out = tmp_path / "run"
     env = {**os.environ, "MY_KEY": secret}
-    proc = snaffle("solve", "--repo", str(calc_repo), "--issue", f"fix it {secret}", "--base-url", server.base_url,
+    proc = snaffle("solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", f"fix it {secret}", "--base-url", server.base_url,
                    "--api-key-env", "MY_KEY", "--out", str(out), env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert server.requests[0].headers.get("authorization") == f"Bearer {secret}"
@@ -91,7 +91,7 @@ def test_sigkill_mid_run_leaves_a_readable_trajectory(calc_repo: Path, tmp_path:
     script = [bash(f"echo step {i}") for i in range(3)] + [{**bash("echo slow"), "delay": 30}]
     out = tmp_path / "run"
     with ScriptedServer(script) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue",
+        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue",
                                  "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
         deadline = time.monotonic() + 60
         while len(server.requests) < 4 and time.monotonic() < deadline:
@@ -106,7 +106,7 @@ def test_sigkill_mid_run_leaves_a_readable_trajectory(calc_repo: Path, tmp_path:
 def test_sigterm_records_interrupted(calc_repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with ScriptedServer([bash("echo 1"), {**bash("echo 2"), "delay": 30}]) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue",
+        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue",
                                  "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
         deadline = time.monotonic() + 60
         while len(server.requests) < 2 and time.monotonic() < deadline:
@@ -119,7 +119,7 @@ def test_sigterm_records_interrupted(calc_repo: Path, tmp_path: Path) -> None:
 def test_a_trajectory_that_cannot_grow_ends_in_state_error(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted([bash(f"echo {'x' * 2000} {i}") for i in range(6)])
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "snaffle.cli", "solve", "--repo", str(calc_repo), "--issue", "x",
+    command = [sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", "x",
                "--base-url", server.base_url, "--out", str(out)]  # fmt: skip
     proc = subprocess.run(["bash", "-c", 'ulimit -f 12; exec "$@"', "bash", *command], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,336 @@
+"""Benchmark the repository index (snaffle.structure) on a large real tree: cold, warm and one-file refresh.
+
+Run: .venv/bin/python bench/index_bench.py [--root DIR] [--repeat 3] [--workers 2] [--max-lines N]
+
+The tree (default: this interpreter's standard library, offline) is copied to a scratch directory so the
+refresh phase can edit files. Every phase runs in a fresh process; the table gives the median over the
+repetitions, the ratio to the baselines measured in the same run (reading every file; `ast.parse` of every
+file), the peak RSS of the phase's whole process tree (sampled every 10 ms, and never below the phase
+process's own ru_maxrss), and the target. Targets are stated per 500k lines; they are scaled to the tree.
+A second table compares the two ways of extracting definitions from the same parsed trees: the manual
+cursor walk the index uses, and a tree-sitter query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from snaffle import structure
+from snaffle.structure import RepoIndex
+
+TARGET_LINES = 500_000
+COLD_TARGET_S = 20.0
+WARM_TARGET_S = 2.0
+REFRESH_TARGET_S = 0.050
+REFRESH_EDITS = 5
+SAMPLE_INTERVAL_S = 0.01
+DEFINITIONS_QUERY = """
+(function_definition name: (identifier) @name) @definition
+(class_definition name: (identifier) @name) @definition
+"""
+
+# -- phases: each runs in its own process and prints one JSON object -------------------------------------------
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _since(started: tuple[float, float]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) since `started`, a (perf_counter, process_time) pair."""
+    return time.perf_counter() - started[0], time.process_time() - started[1]
+
+
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def phase_read(tree: Path, files: list[str]) -> dict[str, float]:
+    started = _now()
+    total = sum(len((tree / name).read_bytes()) for name in files)
+    wall, cpu = _since(started)
+    return {"seconds": wall, "cpu": cpu, "bytes": total}
+
+
+def phase_ast(tree: Path, files: list[str]) -> dict[str, float]:
+    failed = 0
+    started = _now()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in files:
+            try:
+                ast.parse((tree / name).read_bytes())
+            except (SyntaxError, ValueError):
+                failed += 1
+    wall, cpu = _since(started)
+    return {"seconds": wall, "cpu": cpu, "failed": failed}
+
+
+def phase_build(tree: Path, cache: Path, workers: int) -> dict[str, float]:
+    started = _now()
+    stats = RepoIndex(tree, cache).build(workers=workers)
+    wall, cpu = _since(started)
+    return {"seconds": wall, "cpu": cpu, "files": stats.files, "cached": stats.cached, "workers": stats.workers}
+
+
+def phase_refresh(tree: Path, cache: Path) -> dict[str, float]:
+    """Warm index, then edit the median-sized and the largest file REFRESH_EDITS times each: the first
+    refresh parses the file in full (a warm index holds no trees), later ones reparse incrementally."""
+    index = RepoIndex(tree, cache)
+    index.build()
+    by_size = sorted(index.files(), key=lambda name: (tree / name).stat().st_size)
+    result: dict[str, float] = {}
+    for label, name in (("median", by_size[len(by_size) // 2]), ("largest", by_size[-1])):
+        walls, cpus = _timed_refreshes(index, tree / name, name)
+        result[f"{label}_first"], result[f"{label}_later"] = walls[0], statistics.median(walls[1:])
+        result[f"{label}_first_cpu"], result[f"{label}_later_cpu"] = cpus[0], statistics.median(cpus[1:])
+        result[f"{label}_lines"] = index.info(name).lines
+    return result
+
+
+def _timed_refreshes(index: RepoIndex, path: Path, name: str) -> tuple[list[float], list[float]]:
+    original, stat = path.read_bytes(), path.stat()
+    walls, cpus = [], []
+    try:
+        for edit in range(REFRESH_EDITS):
+            path.write_bytes(original + f"\n\ndef bench_edit_{edit}():\n    return {edit}\n".encode())
+            started = _now()
+            index.refresh(name)
+            wall, cpu = _since(started)
+            walls.append(wall)
+            cpus.append(cpu)
+            assert index.resolve(f"{name}::bench_edit_{edit}").kind == "function"
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        index.refresh(name)
+    return walls, cpus
+
+
+def phase_extract(tree: Path, files: list[str]) -> dict[str, float]:
+    """Time the index's walk against a query over the same parsed trees (parsing is not timed)."""
+    from tree_sitter import Parser, Query, QueryCursor
+
+    language = structure._language()
+    sources = [(tree / name).read_bytes() for name in files]
+    trees = [Parser(language).parse(source) for source in sources]
+    started = time.perf_counter()
+    walked = sum(sum(1 for _ in structure._walk(t.root_node, source)) for t, source in zip(trees, sources, strict=True))
+    walk_s = time.perf_counter() - started
+    query = Query(language, DEFINITIONS_QUERY)
+    started = time.perf_counter()
+    queried = sum(len(QueryCursor(query).captures(t.root_node).get("definition", [])) for t in trees)
+    query_s = time.perf_counter() - started
+    return {"walk": walk_s, "query": query_s, "walk_found": walked, "query_found": queried}
+
+
+def run_phase(args: argparse.Namespace) -> None:
+    tree, files = Path(args.tree), json.loads(Path(args.files).read_text())
+    if args.phase == "read":
+        result = phase_read(tree, files)
+    elif args.phase == "ast":
+        result = phase_ast(tree, files)
+    elif args.phase == "build":
+        result = phase_build(tree, Path(args.cache), args.workers)
+    elif args.phase == "refresh":
+        result = phase_refresh(tree, Path(args.cache))
+    else:
+        result = phase_extract(tree, files)
+    print(json.dumps(result | {"own_peak_mib": _peak_mib()}))
+
+
+# -- the orchestrator --------------------------------------------------------------------------------------------
+
+
+def _tree_rss_mib(pid: int) -> float:
+    """Resident memory of `pid` and all its descendants, from /proc."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total / 1024
+
+
+def spawn_phase(phase: str, common: list[str], **extra: object) -> dict[str, float]:
+    command = [sys.executable, __file__, "--phase", phase, *common]
+    command += [f"--{key}={value}" for key, value in extra.items()]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    peak = 0.0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss_mib(process.pid))
+        time.sleep(SAMPLE_INTERVAL_S)
+    output = process.stdout.read() if process.stdout else ""
+    if process.returncode != 0:
+        raise SystemExit(f"phase {phase} failed with exit status {process.returncode}")
+    result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
+    result["peak_mib"] = max(peak, result["own_peak_mib"])
+    return result
+
+
+def prepare_tree(source: Path, scratch: Path, max_lines: int) -> tuple[Path, list[str], int]:
+    """Copy the Python files the index would see (mtimes kept) into `scratch`; returns (tree, files, lines)."""
+    tree, files, lines = scratch / "tree", [], 0
+    for name in RepoIndex(source).files():
+        data = (source / name).read_bytes()
+        if max_lines and lines >= max_lines:
+            break
+        target = tree / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target)
+        files.append(name)
+        lines += data.count(b"\n")
+    return tree, files, lines
+
+
+def run_repetition(common: list[str], scratch: Path, workers: int, rep: int) -> dict[str, dict[str, float]]:
+    results = {"read": spawn_phase("read", common), "ast": spawn_phase("ast", common)}
+    for label, count in (("cold-1", 1), (f"cold-{workers}", workers)):
+        cache = scratch / f"cache-{label}-{rep}"
+        results[label] = spawn_phase("build", common, cache=cache, workers=count)
+    cache = scratch / f"cache-cold-{workers}-{rep}"
+    results["warm"] = spawn_phase("build", common, cache=cache, workers=0)
+    assert results["warm"]["cached"] == results["warm"]["files"], "warm run re-parsed files"
+    results["refresh"] = spawn_phase("refresh", common, cache=cache)
+    for label in ("cold-1", f"cold-{workers}"):
+        shutil.rmtree(scratch / f"cache-{label}-{rep}", ignore_errors=True)
+    return results
+
+
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+PHASES = (
+    ("read files (baseline)", "read", "seconds", None),
+    ("ast.parse (baseline)", "ast", "seconds", None),
+    ("cold build, 1 worker", "cold-1", "seconds", "cold"),
+    ("cold build, {workers} workers", "cold-{workers}", "seconds", "cold"),
+    ("warm build (cache valid)", "warm", "seconds", "warm"),
+    ("refresh, 1st edit (median file)", "refresh", "median_first", "refresh"),
+    ("refresh, later edits (median file)", "refresh", "median_later", "refresh"),
+    ("refresh, 1st edit (largest file)", "refresh", "largest_first", "refresh"),
+    ("refresh, later edits (largest file)", "refresh", "largest_later", "refresh"),
+)
+"""(label, phase, result key, target) for each table row."""
+
+
+def summarize(runs: list[dict[str, dict[str, float]]], workers: int, lines: int) -> list[tuple[str, ...]]:
+    scale = lines / TARGET_LINES
+    targets = {"cold": COLD_TARGET_S * scale, "warm": WARM_TARGET_S * scale, "refresh": REFRESH_TARGET_S}
+    header = ("phase", "median s", "min–max s", "cpu s", "× read", "× ast.parse", "peak MiB", "target", "met")
+    rows: list[tuple[str, ...]] = [header]
+    baselines = (_median(runs, "read", "seconds"), _median(runs, "ast", "seconds"))
+    for label, phase, key, target_name in PHASES:
+        phase = phase.format(workers=workers)
+        target = targets[target_name] if target_name else None
+        rows.append(_row(runs, label.format(workers=workers), phase, key, target, baselines))
+    return rows
+
+
+def _median(runs: list[dict[str, dict[str, float]]], phase: str, key: str) -> float:
+    return statistics.median(run[phase][key] for run in runs)
+
+
+def _row(
+    runs: list[dict[str, dict[str, float]]],
+    label: str,
+    phase: str,
+    key: str,
+    target: float | None,
+    baselines: tuple[float, float],
+) -> tuple[str, ...]:
+    values = [run[phase][key] for run in runs]
+    value = statistics.median(values)
+    cpu = _median(runs, phase, "cpu" if key == "seconds" else f"{key}_cpu")
+    cpu_text = f"{cpu:.3f}" + ("*" if phase.startswith("cold-") and phase != "cold-1" else "")
+    target_text = "" if target is None else f"≤ {target:.3f} s" if target < 1 else f"≤ {target:.1f} s"
+    met = "" if target is None else ("yes" if value <= target else "NO")
+    ratios = (f"{value / baselines[0]:.2f}", f"{value / baselines[1]:.2f}")
+    spread = f"{min(values):.3f}–{max(values):.3f}"
+    peak = f"{_median(runs, phase, 'peak_mib'):.0f}"
+    return (label, f"{value:.3f}", spread, cpu_text, *ratios, peak, target_text, met)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--max-lines", type=int, default=0, help="stop copying files at this many lines (0: all)")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
+    parser.add_argument("--files", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        run_phase(args)
+        return 0
+    return orchestrate(args)
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="snaffle-index-bench-"))
+    try:
+        tree, files, lines = prepare_tree(args.root.resolve(), scratch, args.max_lines)
+        listing = scratch / "files.json"
+        listing.write_text(json.dumps(files))
+        common = [f"--tree={tree}", f"--files={listing}"]
+        print(f"tree: {args.root} -> {len(files)} Python files, {lines:,} lines, {sum_mib(tree, files):.1f} MiB")
+        print(
+            f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; "
+            f"repetitions: {args.repeat}; targets scaled from {TARGET_LINES:,} lines to {lines:,}"
+        )
+        runs = [run_repetition(common, scratch, args.workers, rep) for rep in range(args.repeat)]
+        print()
+        print_table(summarize(runs, args.workers, lines))
+        refresh = runs[0]["refresh"]
+        print(
+            f"refresh files: median-size file {refresh['median_lines']:.0f} lines, "
+            f"largest {refresh['largest_lines']:.0f} lines; {REFRESH_EDITS} edits each (later = median of the rest)"
+        )
+        print("cpu s: CPU time of the phase's main process (* the workers' CPU time is not included)")
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        print_extraction(spawn_phase("extract", common))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def sum_mib(tree: Path, files: list[str]) -> float:
+    return sum((tree / name).stat().st_size for name in files) / 2**20
+
+
+def print_extraction(result: dict[str, float]) -> None:
+    print()
+    print_table(
+        [
+            ("extraction over the parsed trees", "seconds", "definitions found"),
+            ("manual walk (used by the index)", f"{result['walk']:.3f}", f"{result['walk_found']:.0f}"),
+            ("tree-sitter query + captures", f"{result['query']:.3f}", f"{result['query_found']:.0f}"),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
