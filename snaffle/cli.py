@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -16,10 +19,14 @@ from snaffle.arms import ARMS
 from snaffle.exceptions import UserError
 from snaffle.model import ModelConfig, check_endpoint
 from snaffle.pipeline import PipelineConfig
-from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.run import SolveConfig, solve
+from snaffle.shim import cli as shim_cli
+from snaffle.shim.pricing import load_pricing
+from snaffle.shim.server import ShimConfig, start_shim
 from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
 
+SHIM_RUN = "solve"
 EXIT_USAGE = 2
 EXIT_MODEL_UNREACHABLE = 3
 
@@ -50,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_prompt_size(sub)
     add_localize(sub)
     demo.register(sub)
+    shim_cli.register(sub)
     return parser
 
 
@@ -78,6 +86,9 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-dollars", type=float, default=0.0, help="dollars (0 = no cap)")
     p.add_argument("--timeout", type=float, default=0.0, help="wall-clock seconds (0 = no cap)")
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
+    shim = p.add_mutually_exclusive_group()
+    shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
+    shim.add_argument("--shim", metavar="URL", help="use a running shim (snaffle shim serve) at URL")
     p.set_defaults(func=cmd_solve)
 
 
@@ -107,12 +118,15 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    if args.shim and not args.base_url:
+        args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
     task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
-    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, zero_pricer,
+    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, load_pricing(None).dollars,
                          pipeline=pipeline_config(args))  # fmt: skip
     Workspace.open(args.repo).close()
-    check_endpoint(config.model.base_url)
-    attempt = solve(task, config)
+    check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
+    with metered(config, task, args) as metered_config:
+        attempt = solve(task, metered_config)
     print(json.dumps({"exit_status": attempt.exit_status, "run_dir": str(args.out),
                       "patch_lines": len(attempt.patch.splitlines())}))  # fmt: skip
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
@@ -120,6 +134,33 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
     return 0
+
+
+@contextmanager
+def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterator[SolveConfig]:
+    """Route the model calls through the metering shim: an in-process one by default, or `--shim URL`."""
+    if args.no_shim:
+        yield config
+        return
+    run, instance = SHIM_RUN, _segment(task.instance_id)
+    if args.shim:
+        url = args.shim.rstrip("/")
+        yield _through(config, f"{url}/i/{run}/{instance}/v1", f"{url}/ledger/{run}/{instance}")
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    shim_config = ShimConfig(upstream=config.model.base_url, db=args.out / "ledger.sqlite",
+                             api_key_env=args.api_key_env if args.api_key_env in os.environ else None)  # fmt: skip
+    with start_shim(shim_config) as handle:
+        yield _through(config, handle.base_url_for(run, instance), handle.ledger_url(run, instance))
+
+
+def _through(config: SolveConfig, base_url: str, ledger_url: str) -> SolveConfig:
+    model = replace(config.model, base_url=base_url, api_key="snaffle-shim")
+    return replace(config, model=model, shim_ledger_url=ledger_url, secrets=(config.model.api_key,))
+
+
+def _segment(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "task"
 
 
 def read_issue(args: argparse.Namespace) -> str:

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from snaffle import __version__
 from snaffle.arms import ARMS, ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
@@ -37,6 +39,10 @@ class SolveConfig:
     observations: PolicyConfig | None = None
     """None: the arm's default (the minimal control arm never collapses or compacts)."""
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    shim_ledger_url: str | None = None
+    secrets: tuple[str, ...] = ()
+    """Values redacted from every line written (the upstream API key when a shim holds it)."""
+    """The metering shim's ledger for this instance; its totals go into result.json beside the harness's."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -48,7 +54,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     """Run one arm on one task; every outcome (including model and state errors) ends in result.json."""
     workspace = Workspace.open(task.repo)
     config.out.mkdir(parents=True, exist_ok=True)
-    writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key,), config.observer)
+    writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key, *config.secrets), config.observer)
     started = time.monotonic()
     deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
     try:
@@ -134,10 +140,30 @@ def finish(
         writer.write({"type": "exit", "status": status, "message": message, "patch": patch, "totals": totals})
     except StateError as exc:
         status, message = "state_error", str(exc)
+    shim = shim_totals(config.shim_ledger_url)
     write_result(config.out, {
         "instance_id": task.instance_id, "arm": config.arm, "model": config.model.model,
         "exit_status": status, "message": message, "patch_kind": classify_patch(patch),
         "patch_path": PATCH_FILE, "trajectory_path": TRAJECTORY_FILE, "totals": totals,
-        "shim": None, "usage_disagreement": False,
+        "shim": shim, "usage_disagreement": disagrees(outcome.usage, shim),
     })  # fmt: skip
     return Attempt(patch, status, config.out / TRAJECTORY_FILE, outcome.usage)
+
+
+def shim_totals(ledger_url: str | None) -> dict[str, Any] | None:
+    """The shim's cumulative figures for this instance (the authority for metering), or None without a shim."""
+    if ledger_url is None:
+        return None
+    try:
+        answer = httpx.get(ledger_url, timeout=10)
+        answer.raise_for_status()
+        return dict(answer.json())
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": f"ledger unavailable: {type(exc).__name__}"}
+
+
+def disagrees(usage: Usage, shim: dict[str, Any] | None) -> bool:
+    """Whether the harness's token counts differ from the shim's (they are a cross-check, never the authority)."""
+    if not shim or "prompt_tokens" not in shim:
+        return False
+    return (usage.prompt_tokens, usage.completion_tokens) != (shim["prompt_tokens"], shim["completion_tokens"])

@@ -22,6 +22,22 @@ def snaffle(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           env=env, timeout=120)  # fmt: skip
 
 
+def minimal_solve(repo: Path, issue: str, base_url: str, out: Path) -> list[str]:
+    return [
+        "solve",
+        "--arm",
+        "minimal",
+        "--repo",
+        str(repo),
+        "--issue",
+        issue,
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -38,8 +54,7 @@ def test_version_and_help() -> None:
 def test_solve_fixes_the_planted_bug(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted(FIX_SCRIPT)
     out = tmp_path / "run"
-    proc = snaffle("solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url,
-                   "--model", "scripted", "--out", str(out))  # fmt: skip
+    proc = snaffle(*minimal_solve(calc_repo, CALC_ISSUE, server.base_url, out), "--model", "scripted")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["exit_status"] == "submitted"
     assert "return a + b" in (out / "patch.diff").read_text()
@@ -50,12 +65,16 @@ def test_api_key_never_reaches_a_file(calc_repo: Path, scripted: Start, tmp_path
     server = scripted([bash("echo $OPENAI_API_KEY; env | grep -c SECRET_KEY || true"), {"content": "DONE"}])
     out = tmp_path / "run"
     env = {**os.environ, "MY_KEY": secret}
-    proc = snaffle("solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", f"fix it {secret}", "--base-url", server.base_url,
-                   "--api-key-env", "MY_KEY", "--out", str(out), env=env)  # fmt: skip
+    proc = snaffle(
+        *minimal_solve(calc_repo, f"fix it {secret}", server.base_url, out), "--api-key-env", "MY_KEY", env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert server.requests[0].headers.get("authorization") == f"Bearer {secret}"
+    assert (out / "ledger.sqlite").exists()
     for path in out.iterdir():
-        assert secret not in path.read_text(), path
+        assert secret.encode() not in path.read_bytes(), path
+    result = json.loads((out / "result.json").read_text())
+    assert result["shim"]["calls"] == 2 and result["usage_disagreement"] is False
 
 
 def test_bad_inputs_fail_in_one_line(calc_repo: Path, tmp_path: Path) -> None:
@@ -91,8 +110,9 @@ def test_sigkill_mid_run_leaves_a_readable_trajectory(calc_repo: Path, tmp_path:
     script = [bash(f"echo step {i}") for i in range(3)] + [{**bash("echo slow"), "delay": 30}]
     out = tmp_path / "run"
     with ScriptedServer(script) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue",
-                                 "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snaffle.cli", *minimal_solve(calc_repo, "x", server.base_url, out)]
+        )
         deadline = time.monotonic() + 60
         while len(server.requests) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -106,8 +126,9 @@ def test_sigkill_mid_run_leaves_a_readable_trajectory(calc_repo: Path, tmp_path:
 def test_sigterm_records_interrupted(calc_repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with ScriptedServer([bash("echo 1"), {**bash("echo 2"), "delay": 30}]) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue",
-                                 "x", "--base-url", server.base_url, "--out", str(out)])  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snaffle.cli", *minimal_solve(calc_repo, "x", server.base_url, out)]
+        )
         deadline = time.monotonic() + 60
         while len(server.requests) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -119,8 +140,7 @@ def test_sigterm_records_interrupted(calc_repo: Path, tmp_path: Path) -> None:
 def test_a_trajectory_that_cannot_grow_ends_in_state_error(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted([bash(f"echo {'x' * 2000} {i}") for i in range(6)])
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "snaffle.cli", "solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", "x",
-               "--base-url", server.base_url, "--out", str(out)]  # fmt: skip
+    command = [sys.executable, "-m", "snaffle.cli", *minimal_solve(calc_repo, "x", server.base_url, out), "--no-shim"]
     proc = subprocess.run(["bash", "-c", 'ulimit -f 12; exec "$@"', "bash", *command], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((out / "result.json").read_text())
@@ -134,3 +154,19 @@ def test_demo_runs_end_to_end_on_the_scripted_model(tmp_path: Path) -> None:
     assert "tests before: FAILED" in proc.stdout and "tests after: passed" in proc.stdout
     assert "scripted model server" in proc.stdout and "the model fixed the bug." in proc.stdout
     assert json.loads((tmp_path / "demo" / "run" / "result.json").read_text())["exit_status"] == "validated"
+
+
+def test_a_running_shim_enforces_its_limits_from_outside(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    from snaffle.shim.server import ShimConfig, start_shim
+    from snaffle.types import Limits
+
+    server = scripted([bash(f"echo {i}") for i in range(5)])
+    out = tmp_path / "run"
+    config = ShimConfig(upstream=server.base_url, db=tmp_path / "ledger.sqlite", limits=Limits(max_turns=2))
+    with start_shim(config) as shim:
+        args = ["solve", "--arm", "minimal", "--repo", str(calc_repo), "--issue", "x", "--out", str(out)]
+        proc = snaffle(*args, "--shim", shim.url)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["exit_status"] == "max_turns_exceeded" and result["shim"]["calls"] == 2
+    assert len(server.requests) == 2
