@@ -23,6 +23,7 @@ from snaffle.run import SolveConfig, solve
 from snaffle.shim import cli as shim_cli
 from snaffle.shim.pricing import load_pricing
 from snaffle.shim.server import ShimConfig, start_shim
+from snaffle.swebench import cli as swebench_cli
 from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_localize(sub)
     demo.register(sub)
     shim_cli.register(sub)
+    swebench_cli.register(sub)
     return parser
 
 

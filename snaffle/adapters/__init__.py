@@ -1,0 +1,25 @@
+"""Adapters: one contract (`snaffle.types.Adapter`) over snaffle's own arms and external coding CLIs.
+
+`build_adapter(spec, out)` picks the concrete adapter for one instance; `out` is that instance's run directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from snaffle.adapters.arms import ArmAdapter
+from snaffle.adapters.base import AdapterSpec
+from snaffle.adapters.mini_swe_agent import MiniSweAgentAdapter
+from snaffle.types import Adapter
+
+EXTERNAL = ("mini-swe-agent",)
+"""External harnesses; every other name is passed to snaffle's own arms (`minimal`, `structured`, `agentless`)."""
+
+__all__ = ["EXTERNAL", "AdapterSpec", "ArmAdapter", "MiniSweAgentAdapter", "build_adapter"]
+
+
+def build_adapter(spec: AdapterSpec, out: Path) -> Adapter:
+    """The adapter for `spec.name`, writing its trajectory, patch and result into `out`."""
+    if spec.name == "mini-swe-agent":
+        return MiniSweAgentAdapter(spec, out)
+    return ArmAdapter(spec, out)

@@ -1,0 +1,175 @@
+"""`snaffle swebench run` (the batch runner) and `snaffle swebench grade` (the grader). `register(sub)` adds them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from snaffle.adapters import EXTERNAL, AdapterSpec
+from snaffle.adapters.mini_swe_agent import require_mini
+from snaffle.arms import ARMS
+from snaffle.exceptions import UserError
+from snaffle.model import check_endpoint
+from snaffle.swebench.instances import Instance, load_instances, select
+from snaffle.swebench.runner import BatchConfig, ShimSettings, run_batch
+from snaffle.swebench.workspaces import FORGE_URL, Sources
+from snaffle.types import Limits
+
+HARNESSES = (*ARMS, *EXTERNAL)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("swebench", help="run and grade SWE-bench batches", description=__doc__)
+    commands = parser.add_subparsers(title="swebench commands", metavar="COMMAND")
+    add_run(commands)
+    add_grade(commands)
+    parser.set_defaults(func=lambda args: usage(parser))
+
+
+def usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instances", type=Path, required=True, help="SWE-bench instances (.json, .jsonl, .gz)")
+    p.add_argument("--filter", help="regular expression on instance_id")
+    p.add_argument("--slice", help="START:STOP after filtering (and shuffling)")
+    p.add_argument("--shuffle", action="store_true", help="shuffle before slicing")
+    p.add_argument("--seed", type=int, default=0, help="seed for --shuffle")
+    p.add_argument("--repos", type=Path, help="mirror directory holding owner__name git repositories")
+    p.add_argument("--forge", nargs="?", const=FORGE_URL, default=None, metavar="URL_TEMPLATE",
+                   help=f"clone missing repositories over the network (default template {FORGE_URL})")  # fmt: skip
+
+
+def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser("run", help="run a harness on SWE-bench instances", description="Run a batch.")
+    add_selection(p)
+    p.add_argument("--arm", choices=HARNESSES, default="agentless", help="the harness (default agentless)")
+    p.add_argument("--base-url", default=os.environ.get("SNAFFLE_BASE_URL"), help="OpenAI-compatible upstream")
+    p.add_argument("--model", default=os.environ.get("SNAFFLE_MODEL", "default"))
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--max-output-tokens", type=int, default=None)
+    p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--redo", action="store_true", help="rerun instances that are already done")
+    p.add_argument("--docker", action="store_true", help="check out from SWE-bench images when Docker runs")
+    add_caps_and_shim(p)
+    p.set_defaults(func=cmd_run)
+
+
+def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-turns", type=int, default=30)
+    p.add_argument("--max-tokens", type=int, default=0)
+    p.add_argument("--max-dollars", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=0.0, help="wall-clock seconds per instance (0 = off)")
+    p.add_argument("--no-shim", action="store_true", help="talk to --base-url directly (no ledger, no limits)")
+    p.add_argument("--pricing", type=Path, help="the shim's pricing TOML")
+    p.add_argument("--max-in-flight", type=int, default=0)
+    p.add_argument("--tokens-per-minute", type=int, default=0)
+    p.add_argument("--run-max-dollars", type=float, default=0.0)
+    p.add_argument("--run-name", default="", help="the shim ledger's run name (default: a timestamp)")
+    p.add_argument("--model-name", default="", help="model_name_or_path in predictions.jsonl")
+    p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
+    p.add_argument("--keep-workdirs", action="store_true")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if not args.base_url:
+        raise UserError("no model endpoint: pass --base-url or set SNAFFLE_BASE_URL")
+    values = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
+    if any(v < 0 for v in values) or args.workers < 1:
+        raise UserError("caps must be >= 0 (0 means no cap) and --workers >= 1")
+    if args.arm == "mini-swe-agent":
+        require_mini()
+    check_endpoint(args.base_url)
+    spec = AdapterSpec(args.arm, args.model, args.api_key_env, args.temperature, args.max_output_tokens,
+                       args.tool_protocol)  # fmt: skip
+    shim = None if args.no_shim else ShimSettings(args.pricing, args.max_in_flight, args.tokens_per_minute,
+                                                  args.run_max_dollars)  # fmt: skip
+    config = BatchConfig(
+        instances=chosen(args), adapter=spec, base_url=args.base_url, out=args.out, limits=Limits(*values),
+        sources=Sources(args.repos, args.docker, forge=args.forge), workers=args.workers,
+        executor=args.executor, ray_address=args.ray_address, redo=args.redo, shim=shim,
+        run_name=args.run_name, model_name=args.model_name, work_root=args.work_dir,
+        keep_workdirs=args.keep_workdirs,
+    )  # fmt: skip
+    summary = run_batch(config)
+    counts: dict[str, int] = {}
+    for instance_id in summary.ran:
+        status = summary.statuses.get(instance_id, "missing")
+        counts[status] = counts.get(status, 0) + 1
+    print(json.dumps({"ran": len(summary.ran), "skipped": len(summary.skipped), "exit_statuses": counts,
+                      "predictions": str(args.out / "predictions.jsonl")}))  # fmt: skip
+    return 0
+
+
+def chosen(args: argparse.Namespace) -> tuple[Instance, ...]:
+    instances = select(load_instances(args.instances), args.filter, args.slice, args.shuffle, args.seed)
+    if not instances:
+        raise UserError(f"no instance of {args.instances} matches --filter/--slice")
+    return instances
+
+
+def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser("grade", help="grade predictions (Docker, or local virtualenvs)",
+                            description="Grade predictions.")  # fmt: skip
+    add_selection(p)
+    p.add_argument("--predictions", type=Path, required=True, help="predictions.jsonl")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--grader", choices=("auto", "local", "docker"), default="auto",
+                   help="auto: SWE-bench's Docker harness when a daemon answers, else local virtualenvs")  # fmt: skip
+    p.add_argument("--env-dir", type=Path, help="where virtualenvs per (repo, version) are kept")
+    p.add_argument("--test-timeout", type=float, default=1800.0, help="seconds for one instance's tests")
+    p.add_argument(
+        "--isolate-network",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="run the tests in a new network namespace with only loopback (auto: when unshare works)",
+    )
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="skip checking that each gold patch resolves here first (results then may blame the patch "
+                   "for what the environment lacks)")  # fmt: skip
+    p.add_argument("--run-id", default="snaffle", help="run id for SWE-bench's Docker harness")
+    p.add_argument("--workers", type=int, default=1, help="parallel instances for the Docker harness")
+    p.set_defaults(func=cmd_grade)
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from snaffle.swebench.grade import GradeConfig, grade
+
+    config = GradeConfig(
+        instances=chosen(args), predictions=args.predictions, out=args.out,
+        sources=Sources(args.repos, forge=args.forge), grader=args.grader, env_dir=args.env_dir,
+        test_timeout_s=args.test_timeout, isolate_network=args.isolate_network, run_id=args.run_id,
+        workers=args.workers, instances_file=args.instances, calibrate=not args.no_calibrate,
+    )  # fmt: skip
+    report = grade(config)
+    keys = ("total_instances", "resolved_instances", "unresolved_instances", "error_instances",
+            "env_unavailable_instances", "empty_patch_instances")  # fmt: skip
+    print(json.dumps({key: report.get(key) for key in keys} | {"report": str(args.out / "report.json")}))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m snaffle.swebench.cli ...`: the same commands before `snaffle swebench` is wired in."""
+    parser = argparse.ArgumentParser(prog="snaffle")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["swebench", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        return int(args.func(args))
+    except UserError as exc:
+        print(f"snaffle: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
