@@ -19,7 +19,6 @@ from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Message
 from snaffle.workspace import Workspace
 
-ARMS = ("agentless", "structured", "minimal")
 STRUCTURED_EXAMPLE = {"name": "search_symbol", "arguments": {"query": "parse"}}
 REPAIR_EXAMPLE = {"name": "read_entity", "arguments": {"selector": "pkg/mod.py::func"}}
 

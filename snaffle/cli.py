@@ -13,19 +13,19 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from snaffle import __version__, demo
-from snaffle.arms import ARMS
 from snaffle.exceptions import UserError
-from snaffle.model import ModelConfig, check_endpoint
-from snaffle.pipeline import PipelineConfig
-from snaffle.run import SolveConfig, solve
 from snaffle.shim import cli as shim_cli
-from snaffle.shim.pricing import load_pricing
-from snaffle.shim.server import ShimConfig, start_shim
 from snaffle.swebench import cli as swebench_cli
-from snaffle.types import Limits, Task
+from snaffle.types import ARMS, Limits, Task
 from snaffle.workspace import Workspace
+
+if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
+    from snaffle.model import ModelConfig
+    from snaffle.pipeline import PipelineConfig
+    from snaffle.run import SolveConfig
 
 SHIM_RUN = "solve"
 EXIT_USAGE = 2
@@ -112,6 +112,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
 
 
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
+    from snaffle.pipeline import PipelineConfig
+
     if args.samples < 1 or args.top_k < 1 or args.concurrency < 1 or args.repair_turns < 1:
         raise UserError("--samples, --top-k, --concurrency and --repair-turns must be at least 1")
     return PipelineConfig(samples=args.samples, temperature=args.sample_temperature, top_k=args.top_k,
@@ -120,6 +122,10 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from snaffle.model import check_endpoint
+    from snaffle.run import SolveConfig, solve
+    from snaffle.shim.pricing import load_pricing
+
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
     task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
@@ -141,6 +147,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 @contextmanager
 def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterator[SolveConfig]:
     """Route the model calls through the metering shim: an in-process one by default, or `--shim URL`."""
+    from snaffle.shim.server import ShimConfig, start_shim
+
     if args.no_shim:
         yield config
         return
@@ -179,6 +187,8 @@ def read_issue(args: argparse.Namespace) -> str:
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:
+    from snaffle.model import ModelConfig
+
     if not args.base_url:
         raise UserError("no model endpoint: pass --base-url or set SNAFFLE_BASE_URL")
     return ModelConfig(

@@ -11,17 +11,17 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from snaffle.model import ModelConfig
-from snaffle.pipeline import PipelineConfig
-from snaffle.run import SolveConfig, solve, zero_pricer
-from snaffle.testing import ScriptedServer, load_script
 from snaffle.types import Event, Limits, Task
+
+if TYPE_CHECKING:
+    from snaffle.model import ModelConfig
 
 EXAMPLE = "median"
 DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
-DEMO_PIPELINE = PipelineConfig(samples=3, one_shot=True)
-"""One-shot whole-definition rewrites: the form the 1.5B local model produces (see DESIGN.md); 3 samples, voted."""
+DEMO_SAMPLES = 3
+"""One-shot whole-definition rewrites (the form the 1.5B local model produces, see DESIGN.md), 3 samples voted."""
 GIT = [
     "git",
     "-c",
@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from snaffle.model import ModelConfig
+    from snaffle.testing import ScriptedServer, load_script
+
     example = resources.files("snaffle.examples").joinpath(EXAMPLE)
     root = args.out or Path(tempfile.mkdtemp(prefix="snaffle-demo-"))
     repo = prepare_repo(Path(str(example.joinpath("repo"))), root / "repo")
@@ -64,8 +67,12 @@ def prepare_repo(source: Path, target: Path) -> Path:
 
 
 def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
+    from snaffle.pipeline import PipelineConfig
+    from snaffle.run import SolveConfig, solve, zero_pricer
+
+    pipeline = PipelineConfig(samples=DEMO_SAMPLES, one_shot=True)
     config = SolveConfig("agentless", model, DEMO_LIMITS, root / "run", zero_pricer, observer=progress_printer(),
-                         pipeline=DEMO_PIPELINE)  # fmt: skip
+                         pipeline=pipeline)  # fmt: skip
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")
     after = repo_tests(repo)

@@ -11,14 +11,16 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
 from snaffle.exceptions import LimitsExceeded, ModelError, UserError
 from snaffle.types import Message, ModelReply, ToolCall, Usage
+
+if TYPE_CHECKING:
+    import openai
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 BACKOFF_MIN_S = 1.0
@@ -61,6 +63,8 @@ class OpenAIModel:
         self.name = config.model
         self.deadline = deadline
         self.on_retry = on_retry
+        import openai  # imported on first use: it costs about a second at start-up
+
         self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0)
 
     def complete(
@@ -73,6 +77,8 @@ class OpenAIModel:
             before_sleep=self._before_sleep,
             reraise=True,
         )
+        import openai
+
         try:
             return retrying(self._call_once, messages, tools, timeout_s)
         except openai.APIError as exc:
@@ -133,6 +139,8 @@ def request_body(
 
 def is_retryable(exc: BaseException) -> bool:
     """408, 429 (unless the shim refused on a limit), 5xx, timeouts and connection errors."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRYABLE_STATUS and _error_type(exc) not in SHIM_LIMIT_TYPES
     return isinstance(exc, openai.APIConnectionError | openai.APITimeoutError)

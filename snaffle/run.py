@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from snaffle import __version__
-from snaffle.arms import ARMS, ArmSetup, minimal_arm, structured_arm
+from snaffle.arms import ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.model import ModelConfig, OpenAIModel
@@ -83,7 +83,7 @@ def build_arm(
     if config.arm == "structured":
         index = RepoIndex(workspace.root, cache_dir=default_cache_dir())
         return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index)
-    raise UserError(f"unknown arm {config.arm!r}; choose one of: {', '.join(ARMS)}")
+    raise UserError(f"unknown arm {config.arm!r}; choose one of: agentless, structured, minimal")
 
 
 def run_loop(

@@ -11,13 +11,12 @@ from pathlib import Path
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
-from snaffle.arms import ARMS
 from snaffle.exceptions import UserError
 from snaffle.model import check_endpoint
 from snaffle.swebench.instances import Instance, load_instances, select
 from snaffle.swebench.runner import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.workspaces import FORGE_URL, Sources
-from snaffle.types import Limits
+from snaffle.types import ARMS, Limits
 
 HARNESSES = (*ARMS, *EXTERNAL)
 
