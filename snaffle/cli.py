@@ -80,6 +80,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     issue = p.add_mutually_exclusive_group(required=True)
     issue.add_argument("--issue", help="the issue text")
     issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
+    p.add_argument("--failing-test", help="a pytest node id that fails because of the issue (used to validate)")
     p.add_argument("--arm", choices=ARMS, default="agentless", help="agentless (default), structured, minimal")
     add_model_args(p)
     add_pipeline_args(p)
@@ -128,7 +129,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
-    task = Task(repo=args.repo, issue=read_issue(args), instance_id=args.repo.resolve().name)
+    task = Task(args.repo, read_issue(args), args.repo.resolve().name, failing_test=args.failing_test)
     config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, load_pricing(None).dollars,
                          pipeline=pipeline_config(args))  # fmt: skip
     Workspace.open(args.repo).close()

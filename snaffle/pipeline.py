@@ -21,6 +21,7 @@ from snaffle.harness import Outcome, Pricer
 from snaffle.localize import Localization, Localizer
 from snaffle.model import ModelConfig, OpenAIModel
 from snaffle.repair import RepairContext, repair_sample
+from snaffle.sbfl import sbfl_scores
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex, default_cache_dir
 from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
@@ -89,7 +90,8 @@ class Pipeline:
 
     def _run(self) -> Outcome:
         index = RepoIndex(self.workspace.root, cache_dir=default_cache_dir())
-        located = Localizer(index).localize(self.task.issue, top=max(10, self.config.top_k))
+        sbfl = sbfl_scores(index, self.task.failing_test, self.sandbox) if self.task.failing_test else None
+        located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))
         context = RepairContext.build(index, located, self.config.top_k)
         self.stage("localize", f"{len(context.selectors)} candidates", candidates=list(context.selectors),
                    files=[p for p, _ in located.files[:5]], elapsed_s=round(located.elapsed_s, 3))  # fmt: skip

@@ -199,3 +199,23 @@ def test_one_shot_search_replace_with_stripped_indentation_is_recovered(scripted
     gates = [g["gate"] for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
     assert gates == ["edit_recovery"]
     assert "<<<<<<< SEARCH" in server.requests[0].body["messages"][0]["content"]
+
+
+def test_failing_test_drives_sbfl_stop_after_green_and_validation(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    fix = edit("calc/__init__.py::add", "return a - b", "return a + b")
+    green = {"tool_calls": [{"name": "run_test", "arguments": {"target": "tests/test_calc.py::test_add"}}]}
+    server = scripted([fix, green])
+    out = tmp_path / "run"
+    config = SolveConfig("agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=10), out, zero_pricer,
+                         pipeline=PipelineConfig(samples=1))  # fmt: skip
+    task = Task(repo=calc_repo, issue="add is wrong", failing_test="tests/test_calc.py::test_add")
+    attempt = solve(task, config)
+    assert attempt.exit_status == "validated", stages(out)
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    stage_events = {e["stage"]: e for e in trajectory.of_type("stage")}
+    assert stage_events["localize"]["candidates"][0] == "calc/__init__.py::add"
+    assert stage_events["repair"]["decision"] == "submitted" and stage_events["validate"]["reproduces"] is True
+    results = list(trajectory.of_type("tool_result"))
+    assert results[-1]["output"].startswith("stop-after-green") and len(server.requests) == 2
