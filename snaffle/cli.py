@@ -19,6 +19,7 @@ from snaffle import __version__, demo
 from snaffle.exceptions import UserError
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
+from snaffle.trace import cli as trace_cli
 from snaffle.types import ARMS, Limits, Task
 from snaffle.workspace import Workspace
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     shim_cli.register(sub)
     swebench_cli.register(sub)
+    trace_cli.register(sub)
     return parser
 
 

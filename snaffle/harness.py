@@ -110,9 +110,8 @@ class Loop:
 
     def step(self) -> None:
         self.check_caps()
-        compaction = self.policy.compact(self.messages, self.turn, estimate_context)
-        if compaction is not None:
-            self.save(compaction)
+        for event in self.policy.compact(self.messages, self.turn, estimate_context):
+            self.save({**event, "turn": self.turn})
         reply = self.model.complete(self.messages, self.registry.schemas(), None)
         self.turn += 1
         if reply.protocol == "text":

@@ -57,18 +57,19 @@ class ObservationPolicy:
             return []
         return [self._collapse_one(messages, o) for o in whole[: len(whole) - keep]]
 
-    def compact(self, messages: list[Message], turn: int, estimate: Callable[[list[Message]], int]) -> Event | None:
-        """Deterministic compaction when the estimated context passes `compact_at` of the window."""
+    def compact(self, messages: list[Message], turn: int, estimate: Callable[[list[Message]], int]) -> list[Event]:
+        """Deterministic compaction when the estimated context passes `compact_at` of the window: its `collapse`
+        events, then one `compaction` event; nothing when under the threshold."""
         limit = int(self.config.context_window * self.config.compact_at)
         before = estimate(messages)
         if not self.config.compact_at or before <= limit:
-            return None
-        for observation in [o for o in self._seen if not o.collapsed][:-1]:
-            self._collapse_one(messages, observation)
+            return []
+        events = [self._collapse_one(messages, o) for o in [o for o in self._seen if not o.collapsed][:-1]]
         shortened = _shorten_old_assistant_turns(messages)
         after = estimate(messages)
-        summary = f"{SUMMARY} collapsed all but the latest observation; shortened {shortened} older replies"
-        return {"type": "compaction", "turn": turn, "before_tokens": before, "after_tokens": after, "summary": summary}
+        summary = f"{SUMMARY} collapsed {len(events)} older observations; shortened {shortened} older replies"
+        compaction = {"type": "compaction", "before_tokens": before, "after_tokens": after, "summary": summary}
+        return [*events, compaction]
 
     def _collapse_one(self, messages: list[Message], observation: _Observation) -> Event:
         label = collapse_label(observation.call, observation.result)

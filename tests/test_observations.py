@@ -43,10 +43,11 @@ def test_collapse_in_text_protocol_messages() -> None:
 
 def test_compaction_runs_only_past_the_threshold_and_is_labelled() -> None:
     messages, policy = history(3)
-    assert policy.compact(messages, 3, estimate_context) is None
+    assert policy.compact(messages, 3, estimate_context) == []
     big, small = history(3, config=PolicyConfig(keep_full=2, batch=2, context_window=60, compact_at=0.5))
-    event = small.compact(big, 3, estimate_context)
-    assert event is not None and event["summary"].startswith("[summary]")
+    *collapses, event = small.compact(big, 3, estimate_context)
+    assert [c["call_id"] for c in collapses] == ["c0", "c1"]
+    assert event["type"] == "compaction" and event["summary"].startswith("[summary]")
     assert event["after_tokens"] < event["before_tokens"]
 
 

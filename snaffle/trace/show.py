@@ -1,0 +1,208 @@
+"""`snaffle trace show`: a trajectory turn by turn in the terminal, observations windowed, reasoning folded;
+`--follow` renders a file still being written as its lines arrive."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+from rich.rule import Rule
+from rich.text import Text
+
+from snaffle.trace.calls import describe
+from snaffle.types import Event
+
+WINDOW_HEAD = 12
+WINDOW_TAIL = 6
+CONTENT_LINES = 30
+LINE_CHARS = 400
+FOLLOW_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class ShowOptions:
+    """What to render: every turn or one, observations windowed or in full."""
+
+    full: bool = False
+    turn: int | None = None
+
+
+def window(text: str, full: bool, head: int = WINDOW_HEAD, tail: int = WINDOW_TAIL) -> str:
+    """The first `head` and last `tail` lines (each cut to LINE_CHARS), with the number left out; all when `full`."""
+    lines = text.splitlines()
+    if full:
+        return text
+    lines = [line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …" for line in lines]
+    if len(lines) <= head + tail + 1:
+        return "\n".join(lines)
+    hidden = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"… {hidden} lines hidden (--full shows all) …", *lines[-tail:]])
+
+
+def _indented(text: str, prefix: str = "    │ ", style: str = "dim") -> Text:
+    return Text("\n".join(prefix + line for line in text.splitlines()) or prefix, style=style)
+
+
+def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
+    task, caps = e.get("task") or {}, e.get("caps") or {}
+    capped = ", ".join(f"{k} {v}" for k, v in caps.items() if v) or "none"
+    meta = (f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
+            f"caps: {capped} · fixed context {e.get('fixed_context_tokens', '?')} tokens")  # fmt: skip
+    issue = window(str(task.get("issue") or ""), o.full, head=6, tail=0)
+    return [Rule(f"{e.get('format', 'trajectory')}"), Text(meta, style="bold"), _indented(issue, "  > ")]
+
+
+def _model_call(e: Event, o: ShowOptions) -> list[RenderableType]:
+    usage, cumulative = e.get("usage") or {}, e.get("cumulative") or {}
+    response = e.get("response") or {}
+    meta = (f"prompt {usage.get('prompt_tokens', 0)} tok (est {e.get('prompt_estimate', '?')}) · "
+            f"cached {usage.get('cached_tokens', 0)} · out {usage.get('completion_tokens', 0)} · "
+            f"${usage.get('dollars', 0):.6f} · {e.get('latency_s', 0):.2f} s · cumulative "
+            f"{cumulative.get('prompt_tokens', 0)} in / {cumulative.get('completion_tokens', 0)} out "
+            f"${cumulative.get('dollars', 0):.6f}")  # fmt: skip
+    parts: list[RenderableType] = [Rule(f"turn {e.get('turn', '?')}", style="blue"), Text(meta, style="dim")]
+    reasoning = str(response.get("reasoning_content") or "")
+    if reasoning and o.full:
+        parts.append(_indented(reasoning, "  ⋮ ", "italic dim"))
+    elif reasoning:
+        folded = f"  ▸ reasoning folded: {len(reasoning)} chars, {len(reasoning.splitlines())} lines (--full unfolds)"
+        parts.append(Text(folded, style="italic dim"))
+    content = str(response.get("content") or "").strip()
+    if content:
+        parts.append(_indented(window(content, o.full, CONTENT_LINES, 0), "  ", "default"))
+    return parts
+
+
+def _tool_call(e: Event, o: ShowOptions) -> list[RenderableType]:
+    name, arguments = str(e.get("name")), e.get("arguments")
+    if not e.get("valid", True):
+        return [Text(f"  ✗ {describe(name, arguments)}  rejected: {e.get('error')}", style="red")]
+    line = Text(f"  → {describe(name, arguments, 160)}", style="cyan")
+    if o.full and isinstance(arguments, dict) and set(arguments) - {"command"}:
+        return [line, _indented(json.dumps(arguments, indent=2), "    ", "cyan dim")]
+    return [line]
+
+
+def _gate(e: Event, o: ShowOptions) -> list[RenderableType]:
+    if e.get("ok"):
+        return [Text(f"    ✓ gate {e.get('gate')} passed", style="green")]
+    return [Text(f"    ⛔ gate {e.get('gate')}: {e.get('reason', '')}", style="magenta")]
+
+
+def _tool_result(e: Event, o: ShowOptions) -> list[RenderableType]:
+    output = str(e.get("output") or "")
+    flags = ["ok" if e.get("ok") else "failed", f"{e.get('elapsed_s', 0):.2f} s", f"{len(output.splitlines())} lines"]
+    if e.get("changed"):
+        flags.append("changed the repo")
+    head = Text(f"    ← {' · '.join(flags)}", style="green" if e.get("ok") else "yellow")
+    return [head, _indented(window(output, o.full))]
+
+
+def _exit(e: Event, o: ShowOptions) -> list[RenderableType]:
+    totals = e.get("totals") or {}
+    numbers = " · ".join(f"{k} {v}" for k, v in totals.items())
+    return [Rule("exit", style="bold"), Text(f"{e.get('status')}: {e.get('message', '')}", style="bold"),
+            Text(numbers, style="dim")]  # fmt: skip
+
+
+def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
+    kind = str(e.get("type"))
+    fields = {k: v for k, v in e.items() if k not in ("type", "seq", "t")}
+    if kind == "retry":
+        return [Text(f"  ↻ retry {e.get('attempt')}: {e.get('error')} (waiting {e.get('wait_s')} s)", style="yellow")]
+    if kind == "collapse":
+        return [Text(f"    ⇢ collapsed {e.get('call_id')}: {e.get('label')}", style="dim")]
+    if kind == "compaction":
+        sizes = f"{e.get('before_tokens')} → {e.get('after_tokens')} tokens"
+        return [Text(f"  ⇣ compaction before turn {e.get('turn')}: {sizes}", style="yellow"),
+                _indented(window(str(e.get("summary") or ""), o.full))]  # fmt: skip
+    if kind == "stage":
+        rest = {k: v for k, v in fields.items() if k not in ("stage", "decision")}
+        text = f"■ stage {e.get('stage')}: {e.get('decision', '')} {json.dumps(rest, default=str) if rest else ''}"
+        return [Text(window(text, o.full), style="bold yellow")]
+    return [Text(f"  ? {kind}: {window(json.dumps(fields, default=str), o.full)}", style="dim")]
+
+
+RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {
+    "header": _header,
+    "model_call": _model_call,
+    "tool_call": _tool_call,
+    "gate": _gate,
+    "tool_result": _tool_result,
+    "exit": _exit,
+}
+
+
+def render(event: Event, options: ShowOptions) -> list[RenderableType]:
+    """One event as terminal renderables (nothing when `options.turn` selects another turn)."""
+    if options.turn is not None and event.get("turn") != options.turn:
+        return []
+    return RENDERERS.get(str(event.get("type")), _other)(event, options)
+
+
+def show(events: Iterable[Event], console: Console, options: ShowOptions) -> int:
+    """Print the events; returns how many rendered anything."""
+    shown = 0
+    for event in events:
+        parts = render(event, options)
+        for part in parts:
+            console.print(part)
+        shown += bool(parts)
+    return shown
+
+
+class Tail:
+    """Reads a trajectory that is still being written: complete lines as they arrive; a partial one waits."""
+
+    def __init__(self, path: Path, poll_s: float = FOLLOW_POLL_S, idle_timeout_s: float = 0.0) -> None:
+        self.path, self.poll_s, self.idle_timeout_s = path, poll_s, idle_timeout_s
+        self.pending = b""
+        self._offset = 0
+
+    def events(self) -> Iterator[Event]:
+        """Until the exit line, or `idle_timeout_s` without new bytes (0: wait until interrupted)."""
+        last_growth = time.monotonic()
+        while True:
+            chunk = self._read()
+            if chunk:
+                last_growth = time.monotonic()
+                *lines, self.pending = (self.pending + chunk).split(b"\n")
+                for line in lines:
+                    event = self._decode(line)
+                    if event is not None:
+                        yield event
+                        if event.get("type") == "exit":
+                            return
+            elif self.idle_timeout_s and time.monotonic() - last_growth >= self.idle_timeout_s:
+                return
+            else:
+                time.sleep(self.poll_s)
+
+    def _read(self) -> bytes:
+        try:
+            with self.path.open("rb") as file:
+                file.seek(self._offset)
+                chunk = file.read()
+        except FileNotFoundError:
+            return b""
+        self._offset += len(chunk)
+        return chunk
+
+    @staticmethod
+    def _decode(line: bytes) -> Event | None:
+        if not line.strip():
+            return None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return {"type": "corrupt", "line": line.decode("utf-8", "replace")[:200]}
+        return event if isinstance(event, dict) else None
+
+    @property
+    def torn(self) -> bool:
+        """A partial last line is still pending (the writer died mid-line, or is mid-write)."""
+        return bool(self.pending.strip())
