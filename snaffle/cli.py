@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from snaffle import __version__, demo
+from snaffle import __version__, demo, local_model
 from snaffle.exceptions import UserError
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     shim_cli.register(sub)
     swebench_cli.register(sub)
     trace_cli.register(sub)
+    local_model.register(sub)
     return parser
 
 

@@ -218,11 +218,30 @@ def decode_native_call(call: Mapping[str, Any]) -> ToolCall:
 
 
 def decode_text_calls(content: str) -> tuple[ToolCall, ...]:
-    """Tool calls written in the reply as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`."""
-    calls = []
-    for index, match in enumerate(TOOL_CALL_RE.finditer(content)):
-        calls.append(_text_call(match.group(1), f"text_{index}"))
-    return tuple(calls)
+    """Tool calls written in the reply as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; without tags,
+    JSON objects with `name` and `arguments` in fenced blocks or bare in the text (what small Qwen models write)."""
+    tagged = [m.group(1) for m in TOOL_CALL_RE.finditer(content)]
+    raws = tagged or untagged_calls(content)
+    return tuple(_text_call(raw, f"text_{index}") for index, raw in enumerate(raws))
+
+
+def untagged_calls(content: str) -> list[str]:
+    """JSON objects that look like tool calls (`name` and `arguments` keys), in order of appearance."""
+    decoder = json.JSONDecoder()
+    found: list[str] = []
+    position = content.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(content, position)
+        except json.JSONDecodeError:
+            position = content.find("{", position + 1)
+            continue
+        if isinstance(value, dict) and "name" in value and ("arguments" in value or "parameters" in value):
+            found.append(content[position:end])
+            position = content.find("{", end)
+        else:
+            position = content.find("{", position + 1)
+    return found
 
 
 def _text_call(raw: str, call_id: str) -> ToolCall:
