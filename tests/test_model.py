@@ -42,7 +42,7 @@ def test_native_tool_calls_and_reasoning_are_kept() -> None:
         ('<tool_call>{"name": "a", "arguments": {}}</tool_call> then <tool_call>{"name": "b", "arguments": {}}',
          [("a", {}), ("b", {})]),
         ("no call here", []),
-        ('```json\n{"name": "run_test", "arguments": {"target": "tests/t.py"}}\n```', [("run_test", {"target": "tests/t.py"})]),
+        ('```json\n{"name": "run_test", "arguments": {"target": "t.py"}}\n```', [("run_test", {"target": "t.py"})]),
         ('I will search.\n{"name": "search_code", "arguments": {"query": "def f"}} and {"a": 1}',
          [("search_code", {"query": "def f"})]),
         ('{"name": "a", "parameters": {"x": 1}}\n{"name": "b", "arguments": {}}', [("a", {"x": 1}), ("b", {})]),
