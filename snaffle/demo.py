@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from snaffle import local_model
 from snaffle.types import Event, Limits, Task
 
 if TYPE_CHECKING:
@@ -35,8 +36,10 @@ GIT = [
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="fix a bundled example bug end to end")
-    p.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: the scripted model server")
+    p.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: the embedded local model")
     p.add_argument("--model", default="default")
+    p.add_argument("--size", choices=("1.5b", "0.5b"), default="1.5b", help="the embedded local model's size")
+    p.add_argument("--scripted", action="store_true", help="replay a recorded fix instead of running a model")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")
     p.set_defaults(func=cmd_demo)
@@ -54,9 +57,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"tests before: {repo_tests(repo)}")
     if args.base_url:
         return run_demo(repo, issue, ModelConfig(args.base_url, args.model, tool_protocol=args.tool_protocol), root)
-    print("model: the scripted model server replaying a recorded fix (no language model runs in this mode)")
-    with ScriptedServer(load_script(Path(str(example.joinpath("scripted.json"))))) as server:
-        return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root)
+    if args.scripted:
+        print("model: the scripted model server replaying a recorded fix (no language model runs in this mode)")
+        with ScriptedServer(load_script(Path(str(example.joinpath("scripted.json"))))) as server:
+            return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root)
+    local_model.require_server()
+    print(f"model: starting the embedded {args.size} model on 127.0.0.1 (first run assembles it from its packages)")
+    with local_model.serve(args.size) as server:
+        print(f"model: {server.model} at {server.base_url}")
+        model = ModelConfig(server.base_url, server.model, tool_protocol=local_model.TOOL_PROTOCOL)
+        return run_demo(repo, issue, model, root)
 
 
 def prepare_repo(source: Path, target: Path) -> Path:

@@ -103,9 +103,9 @@ class Pipeline:
         if chosen is None:
             return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
         self.workspace.apply(chosen.patch)
-        regression = any(o.passed for o in self.before.values())
-        tested = self.repro is not None or self.task.failing_test is not None or regression
-        return self.outcome("validated" if tested else "submitted", f"sample {chosen.sample} selected")
+        evidence = "tests show the fix" if chosen.evidenced else "no test shows the fix; nothing it touches broke"
+        status = "validated" if chosen.evidenced else "submitted"
+        return self.outcome(status, f"sample {chosen.sample} selected: {evidence}")
 
     def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
@@ -155,24 +155,30 @@ class Pipeline:
         return patch
 
     def validate(self, number: int, patch: str) -> Candidate:
-        """Apply to a clean copy; related tests that passed before must pass; the reproduction must pass."""
+        """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
+        the reproduction test and tests that newly pass rank the survivors."""
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
         clone.apply(patch)
         regressions: list[str] = []
+        fixed = 0
         for test, before in self.before.items():
             after = run_tests(clone, self.sandbox, [test])
             regressions += sorted(before.passed - after.passed)
-        reproduces = None
-        targets = [self.task.failing_test] if self.task.failing_test else []
-        extra = [str(self.repro)] if self.repro is not None else []
-        if (targets or extra) and patch.strip():
-            outcome = run_tests(clone, self.sandbox, targets, extra)
-            reproduces = outcome.ran and not outcome.failed and bool(outcome.passed)
+            fixed += len(before.failed & after.passed)
+        fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
+        reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
         candidate = Candidate(number, patch, normalized_key(clone, patch), changed_lines(patch),
-                              tuple(regressions[:20]), reproduces)  # fmt: skip
+                              tuple(regressions[:20]), fixes_failing, reproduces, fixed)  # fmt: skip
         self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
-                   regressions=list(candidate.regressions), reproduces=reproduces)  # fmt: skip
+                   regressions=list(candidate.regressions), fixes_failing=fixes_failing, reproduces=reproduces,
+                   fixed=fixed)  # fmt: skip
         return candidate
+
+    def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:
+        if not patch.strip():
+            return None
+        outcome = run_tests(clone, self.sandbox, targets)
+        return outcome.ran and not outcome.failed and bool(outcome.passed)
 
     def remaining_limits(self) -> Limits:
         """What is left of the run's caps for one more sample (turns: at most `repair_turns`)."""

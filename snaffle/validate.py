@@ -42,11 +42,22 @@ class Candidate:
     key: str
     changed_lines: int
     regressions: tuple[str, ...] = ()
+    fixes_failing: bool | None = None
+    """The given failing test passes (None: no failing test was given). A hard requirement."""
     reproduces: bool | None = None
+    """The model-written reproduction test passes (None: there is none). A ranking signal only: a weak model's
+    reproduction test can be wrong, and must not veto a right patch."""
+    fixed: int = 0
+    """Tests of the related files that failed before and pass with the patch. A ranking signal."""
 
     @property
     def valid(self) -> bool:
-        return bool(self.patch.strip()) and not self.regressions and self.reproduces is not False
+        return bool(self.patch.strip()) and not self.regressions and self.fixes_failing is not False
+
+    @property
+    def evidenced(self) -> bool:
+        """Some test shows the patch fixes something, not only that it breaks nothing."""
+        return bool(self.fixes_failing or self.reproduces or self.fixed)
 
 
 def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
@@ -142,9 +153,10 @@ def changed_lines(patch: str) -> int:
 
 
 def select(candidates: Sequence[Candidate]) -> Candidate | None:
-    """Majority vote over normalized keys of valid candidates; ties go to the fewest changed lines."""
+    """Among valid candidates: the reproduction passing first, then more fixed tests, then the majority of
+    AST-normalized patches, then the fewest changed lines."""
     valid = [c for c in candidates if c.valid]
     if not valid:
         return None
     votes = Counter(c.key for c in valid)
-    return min(valid, key=lambda c: (-votes[c.key], c.changed_lines, c.sample))
+    return min(valid, key=lambda c: (not c.reproduces, -c.fixed, -votes[c.key], c.changed_lines, c.sample))

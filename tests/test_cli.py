@@ -149,7 +149,7 @@ def test_a_trajectory_that_cannot_grow_ends_in_state_error(calc_repo: Path, scri
 
 
 def test_demo_runs_end_to_end_on_the_scripted_model(tmp_path: Path) -> None:
-    proc = snaffle("demo", "--out", str(tmp_path / "demo"))
+    proc = snaffle("demo", "--scripted", "--out", str(tmp_path / "demo"))
     assert proc.returncode == 0, proc.stderr
     assert "tests before: FAILED" in proc.stdout and "tests after: passed" in proc.stdout
     assert "scripted model server" in proc.stdout and "the model fixed the bug." in proc.stdout

@@ -108,7 +108,8 @@ def test_behaviour_issue_with_a_reproduction_test(scripted: Start, tmp_path: Pat
     assert "+            out.append(word)\n" in attempt.patch
     decisions = stages(out)
     assert ("reproduce", "kept") in decisions
-    assert [d for s, d in decisions if s == "validate"] == ["invalid", "valid"]
+    assert [d for s, d in decisions if s == "validate"] == ["valid", "valid"]  # the wrong fix breaks nothing...
+    assert ("select", "sample 1") in decisions  # ...but only the right one passes the reproduction test
 
 
 NESTED_FILES: dict[str, str | bytes] = {
@@ -137,7 +138,7 @@ def test_nested_class_method_fix(scripted: Start, tmp_path: Path) -> None:
     server = scripted([fix, DONE])
     out = tmp_path / "run"
     attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False)
-    assert attempt.exit_status == "validated", stages(out)
+    assert attempt.exit_status == "submitted", stages(out)  # the repo's tests break nothing but show nothing
     assert "item == name" in (repo / "depot" / "store.py").read_text()
 
 
@@ -164,7 +165,7 @@ def test_one_shot_rewrite_of_a_method(scripted: Start, tmp_path: Path) -> None:
     server = scripted([{"content": answer}])
     out = tmp_path / "run"
     attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True)
-    assert attempt.exit_status == "validated", stages(out)
+    assert attempt.exit_status == "submitted", stages(out)
     assert "        def count(self, name):\n" in (repo / "depot" / "store.py").read_text()
     assert "item == name" in attempt.patch
 
@@ -194,7 +195,7 @@ def test_one_shot_search_replace_with_stripped_indentation_is_recovered(scripted
     out = tmp_path / "run"
     attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True,
                         edit_format="search_replace")  # fmt: skip
-    assert attempt.exit_status == "validated", stages(out)
+    assert attempt.exit_status == "submitted", stages(out)
     assert "+            return sum(1 for item in self.items if item == name)\n" in attempt.patch
     gates = [g["gate"] for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
     assert gates == ["edit_recovery"]
@@ -216,6 +217,18 @@ def test_failing_test_drives_sbfl_stop_after_green_and_validation(
     trajectory = read_trajectory(out / "trajectory.jsonl")
     stage_events = {e["stage"]: e for e in trajectory.of_type("stage")}
     assert stage_events["localize"]["candidates"][0] == "calc/__init__.py::add"
-    assert stage_events["repair"]["decision"] == "submitted" and stage_events["validate"]["reproduces"] is True
+    assert stage_events["repair"]["decision"] == "submitted" and stage_events["validate"]["fixes_failing"] is True
     results = list(trajectory.of_type("tool_result"))
     assert results[-1]["output"].startswith("stop-after-green") and len(server.requests) == 2
+
+
+def test_a_wrong_reproduction_test_does_not_veto_a_right_patch(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    wrong_repro = "```python\nfrom calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 7\n```"
+    server = scripted([{"content": wrong_repro}, edit("calc/__init__.py::add", "return a - b", "return a + b"), DONE])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, samples=1)
+    assert attempt.exit_status == "validated", stages(out)  # the repo's failing test_add now passes
+    validate = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
+    assert validate[0]["reproduces"] is False and validate[0]["fixed"] == 1
