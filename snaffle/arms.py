@@ -16,7 +16,7 @@ from snaffle.runners import Executor, PytestRunner
 from snaffle.shell import BASH_TIMEOUT_S, Sandbox, cut, run_command
 from snaffle.structure import RepoIndex
 from snaffle.tools import Registry, ToolFailure
-from snaffle.types import Message
+from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
 from snaffle.workspace import Workspace
 
 STRUCTURED_EXAMPLE = {"name": "search_symbol", "arguments": {"query": "parse"}}
@@ -78,13 +78,20 @@ def minimal_messages(registry: Registry, issue: str, protocol: str) -> tuple[Mes
 
 
 def structured_arm(
-    workspace: Workspace, sandbox: Sandbox, issue: str, protocol: str, deadline: float | None, index: RepoIndex
+    workspace: Workspace,
+    sandbox: Sandbox,
+    issue: str,
+    protocol: str,
+    deadline: float | None,
+    index: RepoIndex,
+    mechanisms: Mechanisms = ALL_MECHANISMS,
 ) -> ArmSetup:
     """The six primitives instead of bash and the editor; same loop, same caps."""
     registry = Registry()
     view = RepoView(workspace, index, gate_log=registry.gate_log)
-    reader = Reader(view)
-    for tool in (reader.read_entity, reader.search_symbol, reader.search_code, EntityEditor(view).edit_entity,
+    reader = Reader(view, skeletons=mechanisms.skeletons)
+    for tool in (reader.read_entity, reader.search_symbol, reader.search_code,
+                 EntityEditor(view, mechanisms).edit_entity,
                  PytestRunner(workspace, sandbox, deadline).run_test,
                  Executor(workspace, sandbox, deadline, isolate_network=True).execute):  # fmt: skip
         registry.register(tool)

@@ -14,7 +14,7 @@ from snaffle.gates import evidence_gate, guard_test_files, lint_gate
 from snaffle.primitives import RepoView
 from snaffle.structure import Entity
 from snaffle.tools import ToolFailure
-from snaffle.types import GateResult
+from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms
 
 DIFF_CONTEXT = 2
 FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
@@ -28,8 +28,10 @@ class GateFailure(ToolFailure):
 class EntityEditor:
     """Applies `edit_entity` calls to the files of one `RepoView`."""
 
-    def __init__(self, view: RepoView, guard_tests: bool = True, require_evidence: bool = True) -> None:
-        self.view, self.guard_tests, self.require_evidence = view, guard_tests, require_evidence
+    def __init__(self, view: RepoView, mechanisms: Mechanisms = ALL_MECHANISMS) -> None:
+        self.view = view
+        self.guard_tests, self.require_evidence = mechanisms.test_file_guard, mechanisms.evidence_gate
+        self.lint = mechanisms.lint_gate
 
     def edit_entity(
         self, selector: str, search: str | None = None, replace: str | None = None, new_source: str | None = None
@@ -54,7 +56,8 @@ class EntityEditor:
         else:
             raise ToolFailure("give either search and replace, or new_source")
         after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
-        self._gate(lint_gate(entity.path, text, after))
+        if self.lint:
+            self._gate(lint_gate(entity.path, text, after))
         (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
         self.view.index.refresh(entity.path)
         self.view.edits += 1

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from snaffle import tokens
-from snaffle.types import Event, Message, ToolCall, ToolResult
+from snaffle.types import Event, Mechanisms, Message, ToolCall, ToolResult
 
 COLLAPSED = "[collapsed]"
 SUMMARY = "[summary]"
@@ -26,6 +26,13 @@ class PolicyConfig:
     batch: int = 4
     context_window: int = 32_768
     compact_at: float = 0.8
+
+
+def policy_for(mechanisms: Mechanisms) -> PolicyConfig:
+    """The default policy, with collapse or compaction off when an ablation switches them off."""
+    default = PolicyConfig()
+    return PolicyConfig(keep_full=default.keep_full if mechanisms.collapse else 0,
+                        compact_at=default.compact_at if mechanisms.compaction else 0.0)  # fmt: skip
 
 
 @dataclass

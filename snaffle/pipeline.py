@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from snaffle import prompts
@@ -24,7 +24,7 @@ from snaffle.repair import RepairContext, repair_sample
 from snaffle.sbfl import sbfl_scores
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex, default_cache_dir
-from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
+from snaffle.types import Event, Limits, Mechanisms, Task, TrajectorySink, Usage
 from snaffle.validate import Candidate, TestOutcomes, changed_lines, normalized_key, related_tests, run_tests, select
 from snaffle.workspace import Workspace
 
@@ -43,6 +43,13 @@ class PipelineConfig:
     repair_turns: int = 8
     reproduce: bool = True
     stop_after_green: bool = True
+    mechanisms: Mechanisms = field(default_factory=Mechanisms)
+
+    def ablated(self, mechanisms: Mechanisms) -> PipelineConfig:
+        """This configuration with the switched-off mechanisms applied (sampling off: one greedy sample)."""
+        return replace(self, mechanisms=mechanisms, samples=self.samples if mechanisms.sampling else 1,
+                       reproduce=self.reproduce and mechanisms.reproduction,
+                       stop_after_green=self.stop_after_green and mechanisms.stop_after_green)  # fmt: skip
 
 
 class LockedSink:
@@ -90,7 +97,8 @@ class Pipeline:
 
     def _run(self) -> Outcome:
         index = RepoIndex(self.workspace.root, cache_dir=default_cache_dir())
-        sbfl = sbfl_scores(index, self.task.failing_test, self.sandbox) if self.task.failing_test else None
+        use_sbfl = self.task.failing_test and self.config.mechanisms.sbfl
+        sbfl = sbfl_scores(index, self.task.failing_test, self.sandbox) if use_sbfl and self.task.failing_test else None
         located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))
         context = RepairContext.build(index, located, self.config.top_k)
         self.stage("localize", f"{len(context.selectors)} candidates", candidates=list(context.selectors),

@@ -58,8 +58,8 @@ class RepoView:
 class Reader:
     """`read_entity` and the two searches over one `RepoView`."""
 
-    def __init__(self, view: RepoView) -> None:
-        self.view = view
+    def __init__(self, view: RepoView, skeletons: bool = True) -> None:
+        self.view, self.skeletons = view, skeletons
 
     def read_entity(self, selector: str, keywords: list[str] | None = None, window: int | None = None) -> str:
         """Show a module, class, function or method: signature and docstring, its members, or its body.
@@ -74,6 +74,8 @@ class Reader:
             return self._keyword_lines(entity, keywords)
         lines = self.view.lines(entity.path)[entity.start_line : entity.end_line + 1]
         if window is None and (entity.kind == "module" or len(lines) > INLINE_BODY_LINES):
+            if not self.skeletons:  # ablation: the first window of raw text instead of an outline
+                return self._window(entity, lines, 0)
             return self._outline(entity, len(lines))
         return self._window(entity, lines, window or 0)
 

@@ -14,12 +14,13 @@ from snaffle.extract import defining_block, edit_format_for, is_unified_diff, re
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.localize import Localization
+from snaffle.observations import policy_for
 from snaffle.primitives import INLINE_BODY_LINES, Reader, RepoView
 from snaffle.runners import PytestRunner
 from snaffle.shell import Sandbox
 from snaffle.structure import Entity, RepoIndex, default_cache_dir
 from snaffle.tools import Registry, ToolFailure
-from snaffle.types import GateResult, Limits, Message, Model, Task, TrajectorySink, Usage
+from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -76,14 +77,15 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
     view.shown.update(context.selectors)
     if config.one_shot:
         return one_shot(view, model, context, sink, pricer, config, task)
-    reader = Reader(view)
+    mechanisms = config.mechanisms
+    reader = Reader(view, skeletons=mechanisms.skeletons)
     runner = PytestRunner(workspace, sandbox, None)
     test_tool = GreenStop(runner, view, task.failing_test) if config.stop_after_green else runner
-    for tool in (reader.read_entity, reader.search_symbol, reader.search_code, EntityEditor(view).edit_entity,
-                 test_tool.run_test):  # fmt: skip
+    for tool in (reader.read_entity, reader.search_symbol, reader.search_code,
+                 EntityEditor(view, mechanisms).edit_entity, test_tool.run_test):  # fmt: skip
         registry.register(tool)
-    loop = Loop(model, registry, sink, LoopConfig("agentless", limits, refuse_early_done=False),
-                workspace.fingerprint, pricer)  # fmt: skip
+    loop_config = LoopConfig("agentless", limits, refuse_early_done=False, observations=policy_for(mechanisms))
+    loop = Loop(model, registry, sink, loop_config, workspace.fingerprint, pricer)
     return loop.run(repair_messages(registry, context, task, model))
 
 
@@ -112,7 +114,7 @@ def one_shot(view: RepoView, model: Model, context: RepairContext, sink: Traject
                              "finish_reason": reply.finish_reason, "protocol": "text"},
                 "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
                 "cumulative": {**usage.as_dict(), "turns": 1}, "shim": dict(reply.shim)})  # fmt: skip
-    status, message = apply_answer(view, context, reply.content, sink)
+    status, message = apply_answer(view, context, reply.content, sink, config.mechanisms)
     return Outcome(status, message, usage, 1, time.monotonic() - started)
 
 
@@ -125,9 +127,11 @@ def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str
     return prompts.render(prompts.load("oneshot_rewrite.md"), issue=task.issue.strip(), context=context.text)
 
 
-def apply_answer(view: RepoView, context: RepairContext, answer: str, sink: TrajectorySink) -> tuple[str, str]:
+def apply_answer(
+    view: RepoView, context: RepairContext, answer: str, sink: TrajectorySink, mechanisms: Mechanisms
+) -> tuple[str, str]:
     """Apply the answer's SEARCH/REPLACE blocks, else its rewritten definition; report each recovery as a gate."""
-    editor = EntityEditor(view)
+    editor = EntityEditor(view, mechanisms)
     blocks = search_replace_blocks(answer)
     try:
         if blocks:

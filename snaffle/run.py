@@ -17,12 +17,12 @@ from snaffle.arms import ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.model import ModelConfig, OpenAIModel
-from snaffle.observations import PolicyConfig
+from snaffle.observations import PolicyConfig, policy_for
 from snaffle.pipeline import Pipeline, PipelineConfig
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex, default_cache_dir
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
-from snaffle.types import Attempt, Event, Limits, Task, Usage
+from snaffle.types import Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
 
@@ -40,6 +40,8 @@ class SolveConfig:
     """None: the arm's default (the minimal control arm never collapses or compacts)."""
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     shim_ledger_url: str | None = None
+    mechanisms: Mechanisms = field(default_factory=Mechanisms)
+    """Which of snaffle's mechanisms are on (all, unless an ablation switches one off)."""
     secrets: tuple[str, ...] = ()
     """Values redacted from every line written (the upstream API key when a shim holds it)."""
     """The metering shim's ledger for this instance; its totals go into result.json beside the harness's."""
@@ -63,7 +65,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
             if config.arm == "agentless":
                 writer.write(header(task, config, None))
                 pipeline = Pipeline(task, workspace, sandbox, config.model, config.limits, writer, config.pricer,
-                                    config.pipeline, Path(scratch))  # fmt: skip
+                                    config.pipeline.ablated(config.mechanisms), Path(scratch))  # fmt: skip
                 return finish(task, config, workspace, writer, pipeline.run())
             arm = build_arm(config, workspace, sandbox, task, deadline)
             writer.write(header(task, config, arm))
@@ -82,7 +84,7 @@ def build_arm(
         return minimal_arm(workspace, sandbox, task.issue, protocol, deadline)
     if config.arm == "structured":
         index = RepoIndex(workspace.root, cache_dir=default_cache_dir())
-        return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index)
+        return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index, config.mechanisms)
     raise UserError(f"unknown arm {config.arm!r}; choose one of: agentless, structured, minimal")
 
 
@@ -94,7 +96,7 @@ def run_loop(
 
     model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
     policy = config.observations or (
-        PolicyConfig(keep_full=0, compact_at=0.0) if config.arm == "minimal" else PolicyConfig()
+        PolicyConfig(keep_full=0, compact_at=0.0) if config.arm == "minimal" else policy_for(config.mechanisms)
     )
     loop_config = LoopConfig(config.arm, config.limits, config.model.tool_protocol, observations=policy)
     loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)

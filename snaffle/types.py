@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -108,6 +108,32 @@ class Limits:
     max_tokens: int = 0
     max_dollars: float = 0.0
     timeout_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """snaffle's mechanisms, each switchable off for ablations (`bench/ab_bench.py --ablate NAME`)."""
+
+    lint_gate: bool = True
+    evidence_gate: bool = True
+    test_file_guard: bool = True
+    stop_after_green: bool = True
+    collapse: bool = True
+    compaction: bool = True
+    skeletons: bool = True
+    sbfl: bool = True
+    sampling: bool = True
+    reproduction: bool = True
+
+    def without(self, name: str) -> Mechanisms:
+        """The same mechanisms with `name` switched off."""
+        if name not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {name!r}; one of: {', '.join(MECHANISMS)}")
+        return replace(self, **{name: False})
+
+
+MECHANISMS = tuple(f.name for f in fields(Mechanisms))
+ALL_MECHANISMS = Mechanisms()
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,26 @@ def test_edit_without_reading_is_refused_by_the_evidence_gate(calc_repo: Path, s
     assert attempt.patch == ""
     gates = [(g["gate"], g["ok"]) for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
     assert gates[:2] == [("evidence", False), ("test_file", False)]
+
+
+def test_ablations_switch_gates_off(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    from snaffle.types import ALL_MECHANISMS
+
+    edit = call("edit_entity", selector="calc/__init__.py::add", search="return a - b", replace="return a + c")
+    server = scripted([edit, {"content": "DONE"}])
+    out = tmp_path / "run"
+    mechanisms = ALL_MECHANISMS.without("lint_gate").without("evidence_gate")
+    config = SolveConfig("structured", ModelConfig(server.base_url, "scripted"), Limits(max_turns=5), out, zero_pricer,
+                         mechanisms=mechanisms)  # fmt: skip
+    attempt = solve(Task(repo=calc_repo, issue=CALC_ISSUE), config)
+    assert "return a + c" in attempt.patch  # neither the evidence gate nor the lint gate stood in the way
+    assert list(read_trajectory(out / "trajectory.jsonl").of_type("gate")) == []
+
+
+def test_unknown_mechanism_is_refused() -> None:
+    import pytest
+
+    from snaffle.types import ALL_MECHANISMS
+
+    with pytest.raises(ValueError, match="unknown mechanism 'vibes'"):
+        ALL_MECHANISMS.without("vibes")
