@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from snaffle.extract import defining_block, edit_format_for, is_unified_diff, reindent, search_replace_blocks
@@ -69,3 +71,34 @@ def test_edit_format_table(model: str, lines: int, configured: str | None, expec
 def test_unknown_edit_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown edit format"):
         edit_format_for("m", 1, "diff")
+
+
+ANSWERS = Path(__file__).parent / "fixtures" / "answers"
+
+
+@pytest.mark.parametrize(
+    ("sample", "fixed"),
+    [(0, "(ordered[mid - 1] + ordered[mid]) / 2"), (1, "(ordered[mid] + ordered[mid + 1]) / 2"), (2, "n < 2")],
+)
+def test_recorded_rewrites_of_the_local_model_are_extracted(sample: int, fixed: str) -> None:
+    answer = (ANSWERS / f"qwen2.5-coder-1.5b_rewrite_median_sample{sample}.txt").read_text()
+    found = defining_block(answer, ["median"])
+    assert found is not None and found[0] == "median"
+    assert "def median(values" in found[1] and fixed in found[1]
+
+
+def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_path: Path) -> None:
+    from snaffle.editing import EntityEditor
+    from snaffle.primitives import RepoView
+    from snaffle.structure import RepoIndex
+    from snaffle.tools import ToolFailure
+    from snaffle.workspace import Workspace
+    from tests.conftest import make_repo
+
+    source = (Path(__file__).parents[1] / "snaffle/examples/median/repo/statkit/stats.py").read_text()
+    repo = make_repo(tmp_path / "repo", {"statkit/__init__.py": "", "statkit/stats.py": source})
+    view = RepoView(Workspace.open(repo), RepoIndex(repo), shown={"statkit/stats.py::median"})
+    answer = (ANSWERS / "qwen2.5-coder-1.5b_rewrite_median_sample1.txt").read_text()
+    with pytest.raises(ToolFailure, match="undefined name.*List"):  # it annotates with List and drops the import
+        EntityEditor(view).edit_entity("statkit/stats.py::median", new_source=answer)
+    assert (repo / "statkit/stats.py").read_text() == source
