@@ -7,7 +7,6 @@ exit status, and the trajectory records it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import time
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 
 from snaffle import tokens
 from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
+from snaffle.messages import assistant_message, digest, observation_messages, response_record
 from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Limits, Message, Model, ModelReply, ToolCall, ToolResult, TrajectorySink, Usage
@@ -134,18 +134,11 @@ class Loop:
             raise LimitsExceeded("timeout", f"wall-clock cap reached ({limits.timeout_s:g} s)")
 
     def record_call(self, reply: ModelReply) -> None:
-        usage = reply.usage
-        usage = Usage(
-            usage.prompt_tokens,
-            usage.completion_tokens,
-            usage.cached_tokens,
-            usage.reasoning_tokens,
-            self.pricer(self.model.name, usage),
-        )
+        usage = reply.usage.with_dollars(self.pricer(self.model.name, reply.usage))
         self.usage += usage
         self.save({
             "type": "model_call", "turn": self.turn, "messages_delta": self.messages[self.sent:],
-            "n_messages": len(self.messages), "messages_digest": _digest(self.messages),
+            "n_messages": len(self.messages), "messages_digest": digest(self.messages),
             "prompt_estimate": tokens.count_messages(self.messages), "response": response_record(reply),
             "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
             "cumulative": {**self.usage.as_dict(), "turns": self.turn}, "shim": dict(reply.shim),
@@ -249,36 +242,3 @@ class Loop:
             raise
         except OSError as exc:
             raise StateError(f"cannot save the trajectory: {exc}") from exc
-
-
-def assistant_message(reply: ModelReply) -> Message:
-    """The assistant turn as it goes back into the history (native calls kept as calls, text kept as text)."""
-    message: Message = {"role": "assistant", "content": reply.content}
-    if reply.protocol == "native" and reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
-            for c in reply.tool_calls
-        ]
-    return message
-
-
-def observation_messages(reply: ModelReply, results: Sequence[ToolResult]) -> list[Message]:
-    """Native calls get one `tool` message each; text-protocol calls get one user message with every result."""
-    if reply.protocol == "native":
-        return [{"role": "tool", "tool_call_id": r.call_id, "content": r.output} for r in results]
-    blocks = [f"<tool_response>\n{r.output}\n</tool_response>" for r in results]
-    return [{"role": "user", "content": "\n".join(blocks)}]
-
-
-def response_record(reply: ModelReply) -> dict[str, object]:
-    return {
-        "content": reply.content,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.raw_arguments} for c in reply.tool_calls],
-        "reasoning_content": reply.reasoning,
-        "finish_reason": reply.finish_reason,
-        "protocol": reply.protocol,
-    }
-
-
-def _digest(messages: Sequence[Message]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
