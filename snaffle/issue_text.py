@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 INLINE_RE = re.compile(r"`([^`\n]+)`")
@@ -16,6 +17,33 @@ FRAME_RES = (
 )
 CAMEL_RE = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")
 SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+CALL_RE = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?=\()")
+"""`Rational(` or `sympy.Rational(` in prose: code written without backticks."""
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IMPORT_RE = re.compile(
+    r"^[ \t]*(?:>>>[ \t]*)?(?:from[ \t]+(?P<module>[\w.]+)[ \t]+)?import[ \t]+(?P<names>[\w., \t]+)$", re.MULTILINE
+)
+ASSIGNED_RE = re.compile(
+    r"^[ \t]*(?:>>>[ \t]*)?(?P<names>[A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*=(?!=)", re.MULTILINE
+)
+HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
+VERSION_LINE_RE = re.compile(
+    r"^[ \t>*-]*[\w.-]+[ \t]*(?::|==|>=|~=)[ \t]*(?:None|unknown|v?\d[\w.+-]*)\b.*\n?", re.MULTILINE | re.IGNORECASE
+)
+"""`numpy: 1.19.1`, `pytest==6.0`, `cftime: None`: a pasted environment report, not the bug."""
+URL_RE = re.compile(r"\bhttps?://\S+")
+MESSAGE_RE = re.compile(
+    r"^[ \t]*(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL|E)\b:?[ \t]*(?P<message>\S.*)$", re.MULTILINE
+)
+"""An error or warning line: its message often repeats a string literal of the code that raised it."""
+VARIABLE_PART_RE = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`|\b0x[0-9a-fA-F]+\b|\d+(?:\.\d+)?|[\[\]{}()<>|]")
+"""The parts of a message that a format string fills in: quoted values, numbers, reprs."""
+PROMPT_RE = re.compile(r"^(?:>>>|\.\.\.|\$|In \[\d+\]:)\s*")
+MESSAGE_WINDOW = 4
+"""Words per message run: few enough to fall between two filled-in values, enough to be rare in the code."""
+NOT_QUOTES = ("Traceback (most recent", 'File "')
+QUOTE_MIN_CHARS = 16
+QUOTES_MAX = 80
 WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
 STOPWORDS = frozenset(
     "a an and are as at be but by can could did do does for from had has have how i if in into is it its "
@@ -43,21 +71,66 @@ class IssueFacts:
     paths: tuple[str, ...]
     frames: tuple[Frame, ...]
     words: tuple[str, ...]
+    quotes: tuple[str, ...] = ()
+    imports: tuple[tuple[str, str], ...] = ()
+    """(local name, module or module.name) bound by the import statements of the issue's code."""
+    assigned: tuple[str, ...] = ()
+    """Names the issue's code assigns: the reporter's variables, not the library's."""
+    """Verbatim text worth finding in the source: fixed parts of error messages, and lines of code."""
 
 
 def parse_issue(text: str) -> IssueFacts:
     """Extract identifiers (from code spans, and CamelCase/snake_case prose), paths, frames and query words."""
+    text = strip_noise(text)
+    paths = _unique(PATH_RE.findall(text))
+    text = URL_RE.sub(" ", text)
     spans = code_spans(text)
     code_ids = _unique(i for span in spans for i in IDENT_RE.findall(span) if len(i) > 2)
     prose = INLINE_RE.sub(" ", FENCE_RE.sub(" ", text))
-    prose_ids = _unique([*CAMEL_RE.findall(prose), *SNAKE_RE.findall(prose)])
+    calls = [c for c in CALL_RE.findall(prose) if len(c) > 2 and c.lower() not in STOPWORDS]
+    prose_ids = _unique([*CAMEL_RE.findall(prose), *SNAKE_RE.findall(prose), *calls])
     return IssueFacts(
         code_identifiers=tuple(i for i in code_ids if i.lower() not in STOPWORDS),
         prose_identifiers=tuple(i for i in prose_ids if i not in code_ids),
-        paths=_unique(PATH_RE.findall(text)),
+        paths=paths,
         frames=frames(text),
         words=tuple(tokenize(text)),
+        quotes=quotes(text, spans),
+        imports=tuple((name, module) for span in spans for name, module in imports(span)),
+        assigned=_unique(n.strip() for s in spans for m in ASSIGNED_RE.finditer(s) for n in m["names"].split(",")),
     )
+
+
+def strip_noise(text: str) -> str:
+    """Drop template comments and pasted environment reports (`package: version` lines)."""
+    return VERSION_LINE_RE.sub("", HTML_COMMENT_RE.sub(" ", text))
+
+
+def imports(code: str) -> list[tuple[str, str]]:
+    """`import a.b as c` gives (c, a.b); `import a.b` gives (a, a); `from a import b as c` gives (c, a.b)."""
+    bound: list[tuple[str, str]] = []
+    for match in IMPORT_RE.finditer(code):
+        for clause in match["names"].split(","):
+            name, _, alias = clause.strip().partition(" as ")
+            if not name:
+                continue
+            if match["module"]:
+                bound.append((alias.strip() or name, f"{match['module']}.{name}"))
+            else:
+                bound.append((alias.strip() or name.split(".")[0], name if alias else name.split(".")[0]))
+    return bound
+
+
+def quotes(text: str, spans: list[str]) -> tuple[str, ...]:
+    """Runs of `MESSAGE_WINDOW` words from the fixed parts of error messages, then stripped lines of code."""
+    pieces = [p.split() for m in MESSAGE_RE.finditer(text) for p in VARIABLE_PART_RE.split(m["message"])]
+    found = [
+        " ".join(words[i : i + MESSAGE_WINDOW]) for words in pieces for i in range(len(words) - MESSAGE_WINDOW + 1)
+    ]
+    found += [" ".join(words) for words in pieces if len(words) == MESSAGE_WINDOW - 1]
+    found += [PROMPT_RE.sub("", line.strip()) for span in spans for line in span.splitlines()]
+    kept = [q.strip(" .:,;") for q in found if not q.startswith(NOT_QUOTES)]
+    return _unique(q for q in kept if len(q) >= QUOTE_MIN_CHARS and len(q.split()) >= MESSAGE_WINDOW - 1)[:QUOTES_MAX]
 
 
 def code_spans(text: str) -> list[str]:
@@ -77,13 +150,20 @@ def frames(text: str) -> tuple[Frame, ...]:
 def tokenize(text: str) -> list[str]:
     """Lower-case word pieces: identifiers split on `_`, `.` and camelCase; stopwords and 1-letter pieces dropped."""
     pieces: list[str] = []
-    for identifier in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
-        parts = [p.lower() for p in WORD_RE.findall(identifier)]
-        whole = identifier.lower().strip("_")
-        pieces.extend(p for p in parts if len(p) > 1 and p not in STOPWORDS)
-        if len(parts) > 1 and whole not in STOPWORDS:
-            pieces.append(whole)
+    for identifier in IDENTIFIER_RE.findall(text):
+        pieces.extend(identifier_pieces(identifier))
     return pieces
+
+
+@lru_cache(maxsize=200_000)
+def identifier_pieces(identifier: str) -> tuple[str, ...]:
+    """The word pieces of one identifier (cached: code repeats its names)."""
+    parts = [p.lower() for p in WORD_RE.findall(identifier)]
+    kept = [p for p in parts if len(p) > 1 and p not in STOPWORDS]
+    whole = identifier.lower().strip("_")
+    if len(parts) > 1 and whole not in STOPWORDS:
+        kept.append(whole)
+    return tuple(kept)
 
 
 def _unique(items: object) -> tuple[str, ...]:

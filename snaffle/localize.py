@@ -1,8 +1,9 @@
 """Deterministic localization, zero model tokens: named scorers with weights from data, summed per entity.
 
-Scorers: traceback frames, file paths and dotted modules named in the issue, identifiers matched to entity names,
-BM25 over entity documents (bm25s), imports of the tests the issue names, and Ochiai SBFL from per-test coverage
-when a failing test is given. Test files are never candidates.
+Entity scorers: traceback frames, identifiers matched to entity names (and optionally the methods of named classes
+and the functions named entities call), BM25F over entity documents, verbatim quotes of messages and code, and
+Ochiai SBFL from per-test coverage when a failing test is given. File scorers: paths and dotted modules named in the
+issue, imports of the tests it names, BM25F over whole files. Test files are never candidates.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ import tempfile
 import time
 import tomllib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 
+from snaffle.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.gates import is_test_file
 from snaffle.issue_text import IssueFacts, parse_issue, tokenize
 from snaffle.primitives import innermost
@@ -31,7 +33,20 @@ from snaffle.structure import Entity, RepoIndex, default_cache_dir
 
 Scores = dict[Entity, float]
 FileScores = dict[str, float]
-BODY_TOKENS_CAP = 400
+BM25_ENTITY_TOP = 1000
+"""Entities kept from BM25 (the rest score too little to matter once file scores are shared out)."""
+BM25_FILE_TOP = 50
+QUOTE_MAX_FILES = 3
+"""A quote found in more files than this is boilerplate, not a pointer."""
+CALLEE_SEEDS = 5
+"""The named entities whose callees get a share of their score."""
+PERIPHERAL_DIRS = frozenset(
+    "doc docs documentation example examples gallery tutorials scripts script tools bin benchmarks benchmark "
+    "asv_bench bench ci dev devtools release".split()
+)
+"""Top-level directories whose files are rarely where an issue's fix goes."""
+PERIPHERAL_FILES = frozenset("setup.py conf.py noxfile.py tasks.py fabfile.py versioneer.py".split())
+"""Top-level files of the same kind."""
 
 
 @dataclass(frozen=True)
@@ -76,124 +91,235 @@ class Weights:
         return cls(data["weights"], data.get("tuning", {}))
 
 
+@dataclass(frozen=True)
+class Tables:
+    """What `Localizer.prepare` builds once per repository."""
+
+    paths: list[str]
+    documents: list[FileDocuments]
+    candidates: list[Entity]
+    entity_bm25: EntityBm25
+    file_bm25: FileBm25
+    by_name: dict[str, list[Entity]]
+    members: dict[Entity, list[Entity]]
+    by_token: dict[str, list[Entity]]
+    numbers: dict[Entity, tuple[int, int]]
+    files_by_name: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Each scorer's values for one issue, in [0, 1]: per entity, and per file."""
+
+    entity: Mapping[str, Scores]
+    file: Mapping[str, FileScores]
+
+
 class Localizer:
     """Ranks the entities of one indexed repository against an issue."""
 
     def __init__(self, index: RepoIndex, weights: Weights | None = None) -> None:
         self.index = index
         self.weights = weights or Weights.load()
-        self.candidates = [e for e in index.all_entities() if not is_test_file(e.path)]
-        self._bm25: bm25s.BM25 | None = None
-        self._bm25_files: bm25s.BM25 | None = None
+        self._tables: Tables | None = None
+
+    def prepare(self, store: DocumentStore | None = None) -> Localizer:
+        """The per-repository work, done once: every non-test file's documents (cached by content hash next to
+        the structure cache), the BM25 tables and the name tables."""
+        store = store or DocumentStore(self.index.cache_dir)
+        files = self.index.files()
+        paths = [p for p in files if not is_test_file(p)]
+        documents: list[FileDocuments] = []
+        candidates: list[Entity] = []
+        numbers: dict[Entity, tuple[int, int]] = {}
+        for path in paths:
+            entities = self.index.entities(path)
+            numbers.update({entity: (len(documents), local) for local, entity in enumerate(entities)})
+            documents.append(store.get(self.index.info(path).sha1, entities, partial(self.index.source, path)))
+            candidates.extend(entities)
+        tuning = self.weights.tuning
+        self._tables = Tables(
+            paths=paths,
+            documents=documents,
+            candidates=candidates,
+            entity_bm25=EntityBm25(paths, documents, Bm25Params.from_tuning(tuning, "bm25")),
+            file_bm25=FileBm25(paths, documents, Bm25Params.from_tuning(tuning, "bm25_file")),
+            by_name=_name_table(candidates),
+            members=_member_table(candidates),
+            by_token=_token_table(candidates),
+            numbers=numbers,
+            files_by_name=_group_by_basename(files),
+        )
+        return self
+
+    @property
+    def tables(self) -> Tables:
+        """The prepared tables (prepared on first use)."""
+        if self._tables is None:
+            self.prepare()
+        assert self._tables is not None
+        return self._tables
 
     def localize(self, issue: str, sbfl: Scores | None = None, top: int = 10) -> Localization:
         started = time.monotonic()
-        facts = parse_issue(issue)
-        entity_signals: dict[str, Scores] = {
+        files, entities = rank(self.signals(parse_issue(issue), sbfl), self.weights, top)
+        return Localization(files, entities, time.monotonic() - started)
+
+    def signals(self, facts: IssueFacts, sbfl: Scores | None = None) -> Signals:
+        """Every weighted scorer's output for one issue (a scorer weighted 0 is not run)."""
+        entity = {
             "traceback": self.traceback(facts),
-            "identifier": self.identifier(facts),
+            "identifier": (identified := self.identifier(facts)),
             "bm25": self.bm25(facts),
+            "quote": self.quote(facts) if self._weighted("quote") else {},
             "sbfl": sbfl or {},
         }
-        file_signals: dict[str, FileScores] = {
+        if self._weighted("member"):
+            entity["member"] = self.member(identified)
+        if self._weighted("callee"):
+            entity["callee"] = self.callee(identified)
+        file = {
             "path_mention": self.path_mention(facts),
             "test_import": self.test_import(facts),
             "bm25_file": self.bm25_file(facts),
         }
-        return self.rank(entity_signals, file_signals, top, time.monotonic() - started)
+        return Signals(entity, file)
 
-    def rank(
-        self, entity_signals: dict[str, Scores], file_signals: dict[str, FileScores], top: int, elapsed: float
-    ) -> Localization:
-        share = self.weights.tuning.get("file_signal_share", 0.5)
-        totals: Scores = defaultdict(float)
-        fired: dict[Entity, list[str]] = defaultdict(list)
-        for name, scores in entity_signals.items():
-            for entity, value in scores.items():
-                totals[entity] += self.weights.weights.get(name, 0.0) * value
-                fired[entity].append(name)
-        file_bonus = _weighted_files(file_signals, self.weights.weights)
-        for entity in list(totals) + [e for e in self.candidates if e.path in file_bonus and not e.qualname]:
-            totals[entity] += share * file_bonus.get(entity.path, 0.0)
-        files = _file_ranking(totals, file_bonus)
-        ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
-        entities = tuple(Candidate(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
-        return Localization(tuple(files[:top]), entities, elapsed)
+    def _weighted(self, signal: str) -> bool:
+        return self.weights.weights.get(signal, 0.0) > 0
 
     def traceback(self, facts: IssueFacts) -> Scores:
         """Frames mapped to repo files; the innermost frame in the repo scores 1, outer ones decay."""
         decay = self.weights.tuning.get("traceback_decay", 0.7)
         scores: Scores = {}
-        in_repo = [(path, f) for f in facts.frames if (path := self.repo_path(f.path))]
-        for depth, (path, frame) in enumerate(reversed(in_repo)):
+        in_repo = [(found, f) for f in facts.frames if (found := self.printed_path(f.path))]
+        for depth, ((path, sure), frame) in enumerate(reversed(in_repo)):
             entity = innermost(self.index.entities(path), frame.line - 1)
             if entity is not None and not is_test_file(path):
-                scores[entity] = max(scores.get(entity, 0.0), decay**depth)
+                scores[entity] = max(scores.get(entity, 0.0), sure * decay**depth)
         return scores
 
     def identifier(self, facts: IssueFacts) -> Scores:
-        """Names from the issue equal to entity names, weighted down when a name is common (IDF-like)."""
-        by_name: dict[str, list[Entity]] = defaultdict(list)
-        for entity in self.candidates:
-            if entity.qualname:
-                by_name[entity.qualname.rsplit(".", 1)[-1].split("@")[0]].append(entity)
-                by_name[entity.qualname.split("@")[0]].append(entity)
+        """Names from the issue equal to entity names, weighted down when a name is common (IDF-like). The
+        reporter's own variables and names reached through a third-party import (`np.array`) are skipped."""
         prose = self.weights.tuning.get("prose_identifier", 0.5)
         scores: Scores = {}
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
+        foreign = self._foreign_names(facts)
         for identifier, weight in weighted:
+            if identifier in foreign or identifier.split(".")[0] in foreign:
+                continue
             for name in _name_forms(identifier):
-                matches = by_name.get(name, [])
+                matches = self.tables.by_name.get(name, [])
                 for entity in matches:
                     value = weight / math.log2(1 + len(matches))
                     scores[entity] = min(1.0, scores.get(entity, 0.0) + value)
         return scores
 
+    def _foreign_names(self, facts: IssueFacts) -> set[str]:
+        """Local names bound to modules outside the repository, and the reporter's assigned variables."""
+        foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
+        return foreign | set(facts.assigned)
+
+    def member(self, identified: Scores) -> Scores:
+        """Methods of the classes the issue names: a class's identifier score, spread over its methods."""
+        scores: Scores = {}
+        for owner, value in identified.items():
+            methods = self.tables.members.get(owner, [])
+            for method in methods:
+                scores[method] = max(scores.get(method, 0.0), value / math.sqrt(len(methods)))
+        return scores
+
+    def callee(self, named: Scores) -> Scores:
+        """Functions called by the entities the issue names most surely: a bug reported at an API often lives in
+        a helper it calls. A called name shared by many entities counts less."""
+        tables = self.tables
+        scores: Scores = {}
+        seeds = sorted(named.items(), key=lambda pair: (-pair[1], pair[0].selector))[:CALLEE_SEEDS]
+        for seed, strength in seeds:
+            for term in self._body_terms(seed):
+                matches = tables.by_token.get(term, [])
+                for entity in matches:
+                    if entity != seed:
+                        scores[entity] = max(scores.get(entity, 0.0), strength / len(matches))
+        return scores
+
+    def _body_terms(self, entity: Entity) -> list[str]:
+        """The terms of an entity's body document (read back from its file's inverted postings)."""
+        tables = self.tables
+        number = tables.numbers.get(entity)
+        if number is None:
+            return []
+        file_number, local = number
+        bodies = tables.documents[file_number].bodies
+        return [term for term, postings in bodies.items() if local in postings[0::2]]
+
     def bm25(self, facts: IssueFacts) -> Scores:
-        """BM25 of the issue's words against entity documents, normalized to the best score."""
-        if not facts.words or not self.candidates:
+        """BM25F of the issue's words against entity documents (path, head, body), normalized to the best."""
+        if not facts.words or not self.tables.candidates:
             return {}
-        if self._bm25 is None:
-            self._bm25 = bm25s.BM25()
-            self._bm25.index([self.document(e) for e in self.candidates], show_progress=False)
-        raw = np.asarray(self._bm25.get_scores(list(facts.words)))
+        raw = self.tables.entity_bm25.scores(facts.words)
         best = float(raw.max()) if raw.size else 0.0
         if best <= 0:
             return {}
-        top = np.argsort(-raw)[:200]
-        return {self.candidates[i]: float(raw[i]) / best for i in top if raw[i] > 0}
+        top = np.argsort(-raw)[:BM25_ENTITY_TOP]
+        return {self.tables.candidates[i]: float(raw[i]) / best for i in top if raw[i] > 0}
+
+    def quote(self, facts: IssueFacts) -> Scores:
+        """Text the issue quotes (message runs, code lines) found verbatim in at most `QUOTE_MAX_FILES` files:
+        the entities holding it share the quote's point."""
+        scores: Scores = {}
+        sources: dict[str, str] = {}
+        for text in facts.quotes:
+            hits = self._verbatim(text, sources)
+            if not hits or len({e.path for e in hits}) > QUOTE_MAX_FILES:
+                continue
+            for entity in hits:
+                scores[entity] = min(1.0, scores.get(entity, 0.0) + 1.0 / len(hits))
+        return scores
+
+    def _verbatim(self, text: str, sources: dict[str, str]) -> set[Entity]:
+        """Entities (not modules) whose lines hold `text`; files lacking any of its words are not read."""
+        terms = set(tokenize(text))
+        tables = self.tables
+        found: set[Entity] = set()
+        for path, documents in zip(tables.paths, tables.documents, strict=True):
+            if not terms or not terms <= documents.terms.keys():
+                continue
+            if path not in sources:
+                sources[path] = self.index.source(path).decode("utf-8", "replace")
+            source, start = sources[path], 0
+            while (start := sources[path].find(text, start)) >= 0:
+                owner = innermost(self.index.entities(path), source.count("\n", 0, start))
+                if owner is not None and owner.qualname:
+                    found.add(owner)
+                start += len(text)
+        return found
 
     def bm25_file(self, facts: IssueFacts) -> FileScores:
         """BM25 of the issue's words against whole non-test files (path and content), normalized."""
-        paths = sorted({e.path for e in self.candidates})
-        if not facts.words or not paths:
+        if not facts.words or not self.tables.paths:
             return {}
-        if self._bm25_files is None:
-            self._bm25_files = bm25s.BM25()
-            corpus = [tokenize(p + " " + self.index.source(p).decode("utf-8", "replace")) or ["_"] for p in paths]
-            self._bm25_files.index(corpus, show_progress=False)
-        raw = np.asarray(self._bm25_files.get_scores(list(facts.words)))
+        raw = self.tables.file_bm25.scores(facts.words)
         best = float(raw.max()) if raw.size else 0.0
-        return {paths[i]: float(raw[i]) / best for i in np.argsort(-raw)[:50] if raw[i] > 0} if best > 0 else {}
-
-    def document(self, entity: Entity) -> list[str]:
-        """Path pieces, name, signature, docstring, and (functions) identifiers used in the body."""
-        text = f"{entity.path} {entity.qualname} {entity.signature} {entity.doc}"
-        words = tokenize(text)
-        if entity.kind in ("function", "method"):
-            lines = self.index.source(entity.path).decode("utf-8", "replace").splitlines()
-            words += tokenize("\n".join(lines[entity.body_start_line : entity.end_line + 1]))[:BODY_TOKENS_CAP]
-        return words or ["_"]
+        if best <= 0:
+            return {}
+        return {self.tables.paths[i]: float(raw[i]) / best for i in np.argsort(-raw)[:BM25_FILE_TOP] if raw[i] > 0}
 
     def path_mention(self, facts: IssueFacts) -> FileScores:
-        """Files named by path or by dotted module name (`pkg.mod`, `pkg.mod.func`)."""
+        """Files named by path (a bare name shared by several files counts little) or by dotted module name, which
+        is much less sure (`extensions = ['pkg.ext.x']` names a package, not the file to fix)."""
         scores: FileScores = {}
         for mention in facts.paths:
-            if path := self.repo_path(mention):
-                scores[path] = 1.0
+            if found := self.printed_path(mention):
+                scores[found[0]] = max(scores.get(found[0], 0.0), found[1])
+        tuning = self.weights.tuning
         for dotted in (i for i in facts.code_identifiers + facts.prose_identifiers if "." in i):
-            if path := self.module_path(dotted):
-                scores[path] = max(scores.get(path, 0.0), 0.8)
+            if module := self.module_path(dotted):
+                package = module.endswith("/__init__.py")
+                value = tuning.get("dotted_package", 0.0) if package else tuning.get("dotted_module", 0.3)
+                if value > 0:
+                    scores[module] = max(scores.get(module, 0.0), value)
         return {p: s for p, s in scores.items() if not is_test_file(p)}
 
     def test_import(self, facts: IssueFacts) -> FileScores:
@@ -208,14 +334,22 @@ class Localizer:
 
     def repo_path(self, printed: str) -> str | None:
         """The repo file a printed path refers to: the longest matching suffix of path components."""
+        found = self.printed_path(printed)
+        return found[0] if found else None
+
+    def printed_path(self, printed: str) -> tuple[str, float] | None:
+        """The repo file a printed path refers to, and how sure that is: 1 when a directory matches too or no
+        other file has the name, else 1/n for a bare name that n files share (`__init__.py`, `conf.py`)."""
         parts = printed.replace("\\", "/").split("/")
-        files = self._files_by_name().get(parts[-1], [])
+        files = self.tables.files_by_name.get(parts[-1], [])
         best, best_len = None, 0
         for candidate in files:
             length = _common_suffix(candidate.split("/"), parts)
             if length > best_len:
                 best, best_len = candidate, length
-        return best
+        if best is None:
+            return None
+        return best, 1.0 if best_len > 1 or len(files) == 1 else 1.0 / len(files)
 
     def module_path(self, dotted: str) -> str | None:
         """`pkg.mod.name` -> pkg/mod.py or pkg/mod/__init__.py (longest module prefix that exists)."""
@@ -227,14 +361,6 @@ class Localizer:
                     if path.endswith(candidate):
                         return path
         return None
-
-    def _files_by_name(self) -> dict[str, list[str]]:
-        if not hasattr(self, "_by_name"):
-            grouped: dict[str, list[str]] = defaultdict(list)
-            for path in self.index.files():
-                grouped[path.rsplit("/", 1)[-1]].append(path)
-            self._by_name = dict(grouped)
-        return self._by_name
 
 
 def imported_modules(source: bytes) -> list[str]:
@@ -253,6 +379,46 @@ def imported_modules(source: bytes) -> list[str]:
     return names
 
 
+def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
+    """Entities by their own name and by their qualname (`Class.method`)."""
+    by_name: dict[str, list[Entity]] = defaultdict(list)
+    for entity in entities:
+        if entity.qualname:
+            qualname = entity.qualname.split("@")[0]
+            by_name[qualname.rsplit(".", 1)[-1]].append(entity)
+            if "." in qualname:
+                by_name[qualname].append(entity)
+    return dict(by_name)
+
+
+def _token_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
+    """Functions and methods by their name as a body's tokens spell it (`_sum_of_weights` -> sum_of_weights)."""
+    by_token: dict[str, list[Entity]] = defaultdict(list)
+    for entity in entities:
+        if entity.kind in ("function", "method"):
+            by_token[entity.qualname.rsplit(".", 1)[-1].lower().strip("_")].append(entity)
+    return dict(by_token)
+
+
+def _member_table(entities: Iterable[Entity]) -> dict[Entity, list[Entity]]:
+    """Each class's methods (direct members only)."""
+    classes: dict[tuple[str, str], Entity] = {}
+    members: dict[Entity, list[Entity]] = defaultdict(list)
+    for entity in entities:
+        if entity.kind == "class":
+            classes[(entity.path, entity.qualname)] = entity
+        elif entity.kind == "method" and (owner := classes.get((entity.path, entity.qualname.rpartition(".")[0]))):
+            members[owner].append(entity)
+    return dict(members)
+
+
+def _group_by_basename(paths: Iterable[str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        grouped[path.rsplit("/", 1)[-1]].append(path)
+    return dict(grouped)
+
+
 def _name_forms(identifier: str) -> list[str]:
     parts = identifier.split(".")
     forms = [identifier, parts[-1]]
@@ -261,21 +427,58 @@ def _name_forms(identifier: str) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def _weighted_files(file_signals: dict[str, FileScores], weights: Mapping[str, float]) -> FileScores:
+def rank(signals: Signals, weights: Weights, top: int) -> tuple[tuple[tuple[str, float], ...], tuple[Candidate, ...]]:
+    """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
+    best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
+    (docs, examples, scripts, setup.py) are scaled down. Modules are ranked as files, not as entities."""
+    tuning = weights.tuning
+    evidence, fired = _evidence(signals.entity, weights.weights)
+    best: FileScores = defaultdict(float)
+    for entity, value in evidence.items():
+        best[entity.path] = max(best[entity.path], value)
+    file_level = _weighted_files(signals.file, weights.weights)
+    entity_share, file_share = tuning.get("entity_to_file", 1.0), tuning.get("file_to_entity", 0.5)
+    files = {
+        p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * _prior(p, tuning) for p in {*best, *file_level}
+    }
+    totals = {e: (v + file_share * files.get(e.path, 0.0)) * _prior(e.path, tuning) for e, v in evidence.items()}
+    ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
+    ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
+    entities = tuple(Candidate(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
+    return tuple((p, s) for p, s in ranked_files if s > 0), entities
+
+
+def _evidence(
+    entity_signals: Mapping[str, Scores], weights: Mapping[str, float]
+) -> tuple[Scores, dict[Entity, list[str]]]:
+    """Per entity (not module), the weighted sum of its signals and the names of those that fired."""
+    evidence: Scores = defaultdict(float)
+    fired: dict[Entity, list[str]] = defaultdict(list)
+    for name, scores in entity_signals.items():
+        for entity, value in scores.items():
+            if entity.qualname and value > 0:
+                evidence[entity] += weights.get(name, 0.0) * value
+                fired[entity].append(name)
+    return evidence, fired
+
+
+def _prior(path: str, tuning: Mapping[str, float]) -> float:
+    """How likely a file is to need the fix before reading the issue: peripheral files much less."""
+    return tuning.get("peripheral_prior", 0.5) if is_peripheral(path) else 1.0
+
+
+def is_peripheral(path: str) -> bool:
+    """Documentation, examples, scripts, benchmarks and packaging files: code that rarely holds the bug."""
+    parts = path.split("/")
+    return parts[0] in PERIPHERAL_DIRS if len(parts) > 1 else parts[0] in PERIPHERAL_FILES
+
+
+def _weighted_files(file_signals: Mapping[str, FileScores], weights: Mapping[str, float]) -> FileScores:
     bonus: FileScores = defaultdict(float)
     for name, scores in file_signals.items():
         for path, value in scores.items():
             bonus[path] += weights.get(name, 0.0) * value
     return bonus
-
-
-def _file_ranking(totals: Scores, file_bonus: FileScores) -> list[tuple[str, float]]:
-    best: FileScores = defaultdict(float)
-    for entity, score in totals.items():
-        best[entity.path] = max(best[entity.path], score)
-    for path, bonus in file_bonus.items():
-        best[path] = max(best[path], bonus)
-    return sorted(best.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
 def _common_suffix(a: list[str], b: list[str]) -> int:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.issue_text import frames, parse_issue, tokenize
-from snaffle.localize import Localizer, imported_modules
+from snaffle.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
+from snaffle.localize import Localizer, Signals, Weights, imported_modules, is_peripheral, rank
 from snaffle.sbfl import ochiai, sbfl_scores
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex
@@ -24,7 +24,9 @@ FILES: dict[str, str | bytes] = {
         "    def total(self):\n        return sum(price(i) * q for i, q in self.items)\n"
     ),
     "shop/pricing.py": (
-        "def price(item):\n    return item.base * discount_rate(item)\n\n\ndef discount_rate(item):\n    return 0.9\n"
+        "def price(item):\n    return item.base * discount_rate(item)\n\n\ndef discount_rate(item):\n"
+        "    if item.code is None:\n        raise ValueError(f'no discount code on {item} for the winter season')\n"
+        "    return 0.9\n"
     ),
     "shop/shipping.py": (
         "def shipping_cost(weight):\n    '''Shipping cost of a parcel by weight.'''\n    return 5 + weight\n"
@@ -57,8 +59,30 @@ def test_issue_parsing() -> None:
     assert "ShippingCost" in facts.prose_identifiers and "discount_rate" in facts.prose_identifiers
     assert [f.function for f in frames(TRACEBACK)] == ["total", "price"]
     assert frames("tests/test_x.py:12: in test_y\n")[0].line == 12
+    assert parse_issue("calc Rational('0.5', '100') is wrong (twice)").prose_identifiers == ("Rational",)
     assert tokenize("parseHTTPHeader snake_case_name") == ["parse", "http", "header", "parsehttpheader", "snake",
                                                             "case", "name", "snake_case_name"]  # fmt: skip
+
+
+def test_noise_is_stripped_before_parsing() -> None:
+    report = "Bug <!-- template: describe it -->\nINSTALLED VERSIONS\nnumpy: 1.19.1\ncftime: None\npandas==1.1\nend"
+    assert strip_noise(report).split() == ["Bug", "INSTALLED", "VERSIONS", "end"]
+    assert "numpy" not in parse_issue(report).words
+    linked = parse_issue("see https://example.org/x/shop/cart.py here")
+    assert linked.paths == ("example.org/x/shop/cart.py",) and "example" not in linked.words  # paths kept, URLs not
+
+
+def test_quotes_are_message_runs_and_code_lines() -> None:
+    text = "ValueError: no discount code on <Item 3> for the winter season\n"
+    found = quotes(text, ["total = cart.total() + shipping_cost(2)\nx = 1"])
+    assert "no discount code on" in found and "for the winter season" in found
+    assert "total = cart.total() + shipping_cost(2)" in found and "x = 1" not in found
+
+
+def test_imports_and_assignments_of_the_issue_code() -> None:
+    assert imports("import numpy as np\nfrom shop import cart, pricing as p\nimport os.path\n") == [
+        ("np", "numpy"), ("cart", "shop.cart"), ("p", "shop.pricing"), ("os", "os")]  # fmt: skip
+    assert parse_issue("```\n>>> cart, n = Cart(), 3\n```").assigned == ("cart", "n")
 
 
 def test_traceback_signal_prefers_the_innermost_frame(index: RepoIndex) -> None:
@@ -73,11 +97,47 @@ def test_identifier_signal_matches_names_and_dotted_names(index: RepoIndex) -> N
     assert max(scores, key=scores.__getitem__).selector == "shop/cart.py::Cart.add_item"
 
 
+def test_identifier_signal_skips_foreign_modules_and_the_reporters_variables(index: RepoIndex) -> None:
+    issue = "```\nimport numpy as np\nimport shop.cart as sc\nprice = np.price(3)\nsc.Cart().total()\n```"
+    found = {e.selector for e in Localizer(index).identifier(parse_issue(issue))}
+    assert "shop/cart.py::Cart.total" in found and "shop/pricing.py::price" not in found
+
+
+def test_member_signal_spreads_a_named_class_over_its_methods(index: RepoIndex) -> None:
+    localizer = Localizer(index)
+    scores = localizer.member(localizer.identifier(parse_issue("`Cart` loses items")))
+    assert {e.selector for e in scores} == {f"shop/cart.py::Cart.{m}" for m in ("__init__", "add_item", "total")}
+    assert all(value == pytest.approx(1 / 3**0.5) for value in scores.values())
+
+
+def test_callee_signal_follows_calls_out_of_named_entities(index: RepoIndex) -> None:
+    localizer = Localizer(index)
+    total = index.resolve("shop/cart.py::Cart.total")
+    scores = {e.selector: s for e, s in localizer.callee({total: 0.8}).items()}
+    assert scores == {"shop/pricing.py::price": 0.8}  # total's body calls price(); nothing else it uses is defined
+
+
+def test_quote_signal_finds_the_message_in_the_code(index: RepoIndex) -> None:
+    issue = "Checkout fails with\n\n    ValueError: no discount code on <Item 7> for the winter season\n"
+    scores = Localizer(index).quote(parse_issue(issue))
+    assert {e.selector: s for e, s in scores.items()} == {"shop/pricing.py::discount_rate": 1.0}
+
+
 def test_path_mention_and_dotted_module(index: RepoIndex) -> None:
     localizer = Localizer(index)
     assert localizer.path_mention(parse_issue("see src/shop/shipping.py")) == {"shop/shipping.py": 1.0}
-    assert "shop/pricing.py" in localizer.path_mention(parse_issue("`shop.pricing.price` is wrong"))
+    assert localizer.path_mention(parse_issue("`shop.pricing.price` is wrong")) == {"shop/pricing.py": 0.3}
+    assert localizer.path_mention(parse_issue("`shop.Cart` is wrong")) == {}  # a package: too vague to count
     assert localizer.path_mention(parse_issue("tests/test_cart.py fails")) == {}
+
+
+def test_printed_paths_are_sure_when_a_directory_or_a_unique_name_matches(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {"a/conf.py": "", "b/conf.py": "", "docs/conf.py": "", "a/core.py": ""}
+    localizer = Localizer(RepoIndex(make_repo(tmp_path / "paths", files)))
+    assert localizer.printed_path("/site-packages/a/conf.py") == ("a/conf.py", 1.0)
+    assert localizer.printed_path("core.py") == ("a/core.py", 1.0)
+    assert localizer.printed_path("conf.py") == pytest.approx(("a/conf.py", 1 / 3))
+    assert localizer.path_mention(parse_issue("my conf.py sets it")) == {"a/conf.py": pytest.approx(1 / 3)}
 
 
 def test_test_import_counts_imports_of_named_tests(index: RepoIndex) -> None:
@@ -97,6 +157,26 @@ def test_combined_ranking_excludes_tests_and_names_signals(index: RepoIndex) -> 
     assert {"traceback", "bm25"} <= set(result.entities[0].signals)
     assert result.files[0][0] == "shop/pricing.py"
     assert not any(c.path.startswith("tests/") for c in result.entities)
+
+
+@pytest.mark.parametrize(
+    ("path", "peripheral"),
+    [("docs/conf.py", True), ("setup.py", True), ("examples/a/b.py", True), ("shop/docs.py", False), ("x.py", False)],
+)
+def test_peripheral_files(path: str, peripheral: bool) -> None:
+    assert is_peripheral(path) is peripheral
+
+
+def test_rank_combines_entity_evidence_file_signals_and_the_prior(index: RepoIndex) -> None:
+    entities = {e.selector: e for e in index.all_entities()}
+    cart, total = entities["shop/cart.py"], entities["shop/cart.py::Cart.total"]
+    price = entities["shop/pricing.py::price"]
+    signals = Signals({"bm25": {total: 1.0, price: 0.9, cart: 1.0}}, {"bm25_file": {"shop/pricing.py": 1.0}})
+    weights = Weights({"bm25": 1.0, "bm25_file": 1.0}, {"entity_to_file": 0.5, "file_to_entity": 0.5})
+    files, ranked = rank(signals, weights, top=5)
+    assert [p for p, _ in files] == ["shop/pricing.py", "shop/cart.py"]  # 1 + 0.45 beats 0.5
+    assert [c.selector for c in ranked] == ["shop/pricing.py::price", "shop/cart.py::Cart.total"]  # no modules
+    assert ranked[0].score == pytest.approx(0.9 + 0.5 * 1.45) and ranked[0].signals == ("bm25",)
 
 
 @pytest.mark.parametrize(

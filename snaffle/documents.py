@@ -1,0 +1,265 @@
+"""Bag-of-words documents for localization and a fielded BM25 over them, with zero model tokens.
+
+Per file: its content's terms, and per entity its head (name, signature, docstring) and body terms, stored
+inverted and cached on disk by the file's content hash, so a checkout of another commit reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from snaffle.issue_text import tokenize
+from snaffle.structure import Entity
+
+DOCUMENTS_FORMAT = "snaffle-documents/2"
+DOCUMENTS_DIR = "documents-2"
+"""Sub-directory of the structure cache holding the documents (bump with the format)."""
+BODY_TOKENS_CAP = 400
+"""Body terms kept per function: the start of a long body says what it is about, the rest mostly repeats."""
+BODY_KINDS = frozenset({"function", "method"})
+LAYOUT_DIGITS = 12
+
+Postings = dict[str, list[int]]
+"""term -> [entity, count, entity, count, ...] over one file's entities (flat: cheap to load)."""
+Vector = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class FileDocuments:
+    """One file's documents: its terms, and its entities' head and body terms (inverted), with lengths."""
+
+    terms: dict[str, int]
+    heads: Postings
+    bodies: Postings
+    head_lengths: tuple[int, ...]
+    body_lengths: tuple[int, ...]
+
+    @property
+    def length(self) -> int:
+        return sum(self.terms.values())
+
+
+def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
+    """Tokenize one file: the whole text, and per entity its head and (functions only) the start of its body."""
+    text = source.decode("utf-8", "replace")
+    lines = text.splitlines()
+    heads: list[Counter[str]] = []
+    bodies: list[Counter[str]] = []
+    for entity in entities:
+        heads.append(Counter(tokenize(f"{entity.qualname} {entity.signature} {entity.doc}")))
+        body: list[str] = []
+        if entity.kind in BODY_KINDS:
+            body = tokenize("\n".join(lines[entity.body_start_line : entity.end_line + 1]))[:BODY_TOKENS_CAP]
+        bodies.append(Counter(body))
+    return FileDocuments(
+        terms=dict(Counter(tokenize(text))),
+        heads=_invert(heads),
+        bodies=_invert(bodies),
+        head_lengths=tuple(sum(c.values()) for c in heads),
+        body_lengths=tuple(sum(c.values()) for c in bodies),
+    )
+
+
+def _invert(counters: Sequence[Counter[str]]) -> Postings:
+    postings: Postings = {}
+    for number, counter in enumerate(counters):
+        for term, count in counter.items():
+            postings.setdefault(term, []).extend((number, count))
+    return postings
+
+
+class DocumentStore:
+    """Documents by content hash: memory, then the disk cache (when there is one), else tokenized anew."""
+
+    def __init__(self, cache_dir: Path | None) -> None:
+        self.directory = cache_dir / DOCUMENTS_DIR if cache_dir is not None else None
+        self._memory: dict[str, FileDocuments] = {}
+
+    def get(self, sha1: str, entities: Sequence[Entity], source: Callable[[], bytes]) -> FileDocuments:
+        """The documents of the file with content `sha1`, parsed into `entities`; `source` reads it if needed."""
+        layout = entity_layout(entities)
+        found = self._memory.get(f"{sha1}-{layout}") or self._load(sha1, layout)
+        if found is None:
+            found = build_documents(source(), entities)
+            self._store(sha1, layout, found)
+        self._memory[f"{sha1}-{layout}"] = found
+        return found
+
+    def _file(self, sha1: str) -> Path | None:
+        return self.directory / sha1[:2] / f"{sha1[2:]}.json" if self.directory is not None else None
+
+    def _load(self, sha1: str, layout: str) -> FileDocuments | None:
+        target = self._file(sha1)
+        if target is None:
+            return None
+        try:
+            payload = json.loads(target.read_bytes())
+            if payload["format"] != DOCUMENTS_FORMAT or payload["layout"] != layout:
+                return None
+            return _from_payload(payload)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def _store(self, sha1: str, layout: str, documents: FileDocuments) -> None:
+        """Write atomically; a cache that cannot be written only makes the next run slower."""
+        target = self._file(sha1)
+        if target is None:
+            return
+        temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(_payload(layout, documents), separators=(",", ":")), "utf-8")
+            os.replace(temporary, target)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+
+
+def entity_layout(entities: Sequence[Entity]) -> str:
+    """A digest of where the entities lie: documents built for another parse of the same text are not reused."""
+    spans = [(e.qualname, e.kind, e.start_line, e.body_start_line, e.end_line) for e in entities]
+    return hashlib.sha1(json.dumps(spans).encode()).hexdigest()[:LAYOUT_DIGITS]
+
+
+def _payload(layout: str, documents: FileDocuments) -> dict[str, Any]:
+    return {
+        "format": DOCUMENTS_FORMAT,
+        "layout": layout,
+        "terms": documents.terms,
+        "heads": documents.heads,
+        "bodies": documents.bodies,
+        "head_lengths": documents.head_lengths,
+        "body_lengths": documents.body_lengths,
+    }
+
+
+def _from_payload(payload: dict[str, Any]) -> FileDocuments:
+    return FileDocuments(
+        payload["terms"],
+        payload["heads"],
+        payload["bodies"],
+        tuple(payload["head_lengths"]),
+        tuple(payload["body_lengths"]),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ BM25
+
+
+def idf(document_frequency: int, documents: int) -> float:
+    """Lucene's BM25 idf: always positive, large for rare terms."""
+    return math.log(1 + (documents - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def query_weights(words: Iterable[str]) -> dict[str, float]:
+    """Each distinct query term once, a repeated one a little more (1 + ln count)."""
+    return {term: 1.0 + math.log(count) for term, count in Counter(words).items()}
+
+
+@dataclass(frozen=True)
+class Bm25Params:
+    """BM25F knobs: term-frequency saturation k1, length normalization b, and each field's weight."""
+
+    k1: float = 1.2
+    b: float = 0.75
+    path: float = 1.0
+    head: float = 1.0
+    body: float = 1.0
+
+    @classmethod
+    def from_tuning(cls, tuning: Mapping[str, float], prefix: str) -> Bm25Params:
+        """`{prefix}_k1`, `{prefix}_b`, `{prefix}_path` ... from the tuning table, defaults for the rest."""
+        defaults = cls()
+        return cls(*(tuning.get(f"{prefix}_{name}", getattr(defaults, name)) for name in cls.__dataclass_fields__))
+
+
+class Bm25:
+    """BM25F over documents given as fielded term frequencies; `frequencies` is the one thing subclasses say."""
+
+    def __init__(self, lengths: Sequence[float], params: Bm25Params) -> None:
+        self.params = params
+        self.lengths = np.asarray(lengths, dtype=np.float64)
+        average = float(self.lengths.mean()) if len(lengths) else 1.0
+        self.norm = params.k1 * (1 - params.b + params.b * self.lengths / max(average, 1e-9))
+
+    def scores(self, words: Iterable[str]) -> Vector:
+        """Each document's BM25F score for the query words."""
+        total = np.zeros(len(self.lengths))
+        for term, weight in query_weights(words).items():
+            tf = self.frequencies(term)
+            frequency = int(np.count_nonzero(tf))
+            if frequency:
+                total += weight * idf(frequency, len(tf)) * tf / (tf + self.norm)
+        return total
+
+    def frequencies(self, term: str) -> Vector:
+        raise NotImplementedError
+
+
+class FileBm25(Bm25):
+    """BM25F over whole files: path terms, the heads of the file's entities (names, signatures, docstrings: what
+    the file defines) and its content terms."""
+
+    def __init__(self, paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params) -> None:
+        self.documents = documents
+        self.path_terms = [Counter(tokenize(p)) for p in paths]
+        lengths = [
+            params.body * d.length + params.head * sum(d.head_lengths) + params.path * sum(t.values())
+            for d, t in zip(documents, self.path_terms, strict=True)
+        ]
+        super().__init__(lengths, params)
+
+    def frequencies(self, term: str) -> Vector:
+        path, head, body = self.params.path, self.params.head, self.params.body
+        return np.asarray(
+            [
+                body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
+                for d, p in zip(self.documents, self.path_terms, strict=True)
+            ],
+            dtype=np.float64,
+        )
+
+
+class EntityBm25(Bm25):
+    """BM25F over entity documents: the file's path terms, the entity's head terms and body terms."""
+
+    def __init__(self, paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params) -> None:
+        self.documents = documents
+        self.path_terms = [Counter(tokenize(p)) for p in paths]
+        self.offsets = [0, *itertools.accumulate(len(d.head_lengths) for d in documents)]
+        lengths: list[float] = []
+        for document, path_terms in zip(documents, self.path_terms, strict=True):
+            in_path = params.path * sum(path_terms.values())
+            pairs = zip(document.head_lengths, document.body_lengths, strict=True)
+            lengths.extend(in_path + params.head * h + params.body * b for h, b in pairs)
+        super().__init__(lengths, params)
+
+    def frequencies(self, term: str) -> Vector:
+        """The fielded frequency of `term` in every entity document."""
+        tf = np.zeros(len(self.lengths))
+        ids: list[int] = []
+        counts: list[float] = []
+        fields = ((self.params.head, "heads"), (self.params.body, "bodies"))
+        for number, (document, path_terms) in enumerate(zip(self.documents, self.path_terms, strict=True)):
+            start = self.offsets[number]
+            if in_path := path_terms.get(term, 0):
+                tf[start : self.offsets[number + 1]] += self.params.path * in_path
+            for weight, name in fields:
+                if postings := getattr(document, name).get(term):
+                    ids.extend(start + n for n in postings[0::2])
+                    counts.extend(weight * c for c in postings[1::2])
+        if ids:
+            np.add.at(tf, np.asarray(ids), np.asarray(counts))
+        return tf
