@@ -147,9 +147,17 @@ def _definition(tree: ast.Module, name: str, entity: Entity) -> ast.stmt:
 
 
 def _segment(code: str, node: ast.stmt) -> str:
+    """The definition's own lines, moved to column 0 by its own indentation (not by the least-indented line: a
+    multi-line string at column 0 inside a nested definition would stop `textwrap.dedent`)."""
     first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
     lines = code.splitlines(keepends=True)[first - 1 : node.end_lineno]
-    return textwrap.dedent("".join(lines))
+    indent = node.col_offset
+    segment = "".join(line[indent:] if line[:indent].isspace() else line for line in lines)
+    try:
+        ast.parse(segment)
+    except SyntaxError as exc:
+        raise ToolFailure(f"the definition in new_source does not stand on its own: {exc.msg}") from exc
+    return segment
 
 
 def _decorators(old: str) -> str:

@@ -203,3 +203,12 @@ def test_nearest_candidate_ignores_whitespace() -> None:
 def test_search_code_falls_back_to_python_when_rg_rejects_the_pattern(view: RepoView) -> None:
     out = Reader(view).search_code(r"def (?=parse)")
     assert out.startswith("1 matches in 1 files") and "geo/shapes.py::parse_shape" in out
+
+
+def test_rewrite_taken_from_a_whole_class_answer_with_a_column_0_string(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::Circle.scaled")
+    answer = 'class Circle(Shape):\n    def scaled(self, k):\n        note = """\nscaled copy"""\n'
+    answer += "        return Circle(self.r * k * 1)\n"
+    EntityEditor(view).edit_entity("geo/shapes.py::Circle.scaled", new_source=answer)
+    text = (view.workspace.root / "geo" / "shapes.py").read_text()
+    assert '    def scaled(self, k):\n        note = """\n' in text and "return Circle(self.r * k * 1)" in text
