@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -155,8 +156,12 @@ class Pipeline:
         temperature = 0.0 if number == 0 else self.config.temperature
         model = OpenAIModel(replace(self.model, temperature=temperature), deadline=self.deadline,
                             on_retry=self.retry_logger(number))  # fmt: skip
-        outcome = repair_sample(clone, self.sandbox, model, context, limits, self.sink.tagged(number), self.pricer,
-                                self.config, self.task)  # fmt: skip
+        try:
+            outcome = repair_sample(clone, self.sandbox, model, context, limits, self.sink.tagged(number),
+                                    self.pricer, self.config, self.task)  # fmt: skip
+        except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
+            self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
+            return ""
         self.account(outcome)
         patch = clone.patch()
         self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch))
