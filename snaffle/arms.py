@@ -20,7 +20,8 @@ from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
 from snaffle.workspace import Workspace
 
 STRUCTURED_EXAMPLE = {"name": "search_symbol", "arguments": {"query": "parse"}}
-REPAIR_EXAMPLE = {"name": "read_entity", "arguments": {"selector": "pkg/mod.py::func"}}
+REPAIR_EXAMPLE = {"name": "run_test", "arguments": {"target": "tests"}}
+"""Examples are real, valid calls (weak models copy them); a repair prompt uses its first candidate instead."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Bash:
         """Run a bash command in the repository root and return its output (stdout and stderr, cut if long).
 
         Args:
-          command: the command line, e.g. grep -rn "def parse" src
+          command: the command line to run
         """
         timeout = BASH_TIMEOUT_S
         if self.deadline is not None:

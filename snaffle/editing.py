@@ -39,7 +39,7 @@ class EntityEditor:
         """Change one entity: replace an exact snippet inside it, or give its whole new text.
 
         Args:
-          selector: the entity to change, e.g. pkg/mod.py::Class.method
+          selector: the entity to change, as read_entity showed it (file path::name)
           search: exact text inside the entity to replace; must occur exactly once
           replace: the text that replaces `search`
           new_source: instead of search/replace, the complete new definition of the entity

@@ -39,7 +39,7 @@ class Editor:
 
         Args:
           command: view (a file with line numbers, or a directory listing), create, str_replace, insert, undo_edit
-          path: file or directory, relative to the repository root, e.g. src/pkg/mod.py
+          path: a file or directory, relative to the repository root
           file_text: content of the new file (create)
           old_str: exact text to replace; must occur exactly once in the file (str_replace)
           new_str: replacement text (str_replace) or text to insert (insert)

@@ -214,13 +214,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+RAM_CACHE_BUDGET = 64 * 1024**2
+"""The server's prompt-state cache budget. It counts ~28 MB per state but each state also copies the output scores
+(~311 MB for 512 x 151,936 floats): at the default 2 GiB the 1.5B server grew to 22.9 GB and was OOM-killed after
+~30 min of the A/B bench. 64 MiB holds two counted states (~0.7 GB real): enough for two alternating clients."""
+
+
 def server_command(model: Path, alias: str, port: int, threads: int, ctx: int) -> list[str]:
     """The llama-cpp-python server command line.
 
     The server always keeps the last prompt's KV cache and evaluates only what follows the longest shared prefix.
-    `--cache` adds a RAM cache (2 GiB, LRU) of states per finished prompt, so clients that alternate (a worker
-    pool on one server) also resume their own prefix: measured with two alternating ~1,000-token conversations
-    on the 0.5B model, 16 of 1,080 tokens evaluated instead of all, 2-4 s per turn instead of 16-20 s, same
+    `--cache` adds a RAM cache (LRU, `RAM_CACHE_BUDGET`) of states per finished prompt, so clients that
+    alternate (a worker pool on one server) also resume their own prefix: measured with two alternating
+    ~1,000-token conversations on the 0.5B model, 16 of 1,080 tokens evaluated instead of all, 2-4 s per turn instead of 16-20 s, same
     replies. `logits_all` off: its default allocates n_ctx x vocab floats and computes logits for every prompt
     token. `interrupt_requests` off: otherwise a new request aborts another client's stream.
     """
@@ -228,7 +234,8 @@ def server_command(model: Path, alias: str, port: int, threads: int, ctx: int) -
         *(sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias),
         *("--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(ctx)),
         *("--n_threads", str(threads), "--n_threads_batch", str(threads)),
-        *("--cache", "true", "--logits_all", "false", "--interrupt_requests", "false"),
+        *("--cache", "true", "--cache_size", str(RAM_CACHE_BUDGET), "--logits_all", "false"),
+        *("--interrupt_requests", "false"),
     ]
 
 

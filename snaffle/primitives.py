@@ -65,7 +65,7 @@ class Reader:
         """Show a module, class, function or method: signature and docstring, its members, or its body.
 
         Args:
-          selector: path/to/mod.py, path/to/mod.py::func or path/to/mod.py::Class.method
+          selector: a file path relative to the repository root, alone or followed by ::function or ::Class.method
           keywords: show only the lines containing one of these words, with a little context
           window: body window to show (0 is the first 100 lines); small entities are shown whole anyway
         """
@@ -120,7 +120,7 @@ class Reader:
         """Find classes, functions and methods by name; shows signatures only.
 
         Args:
-          query: a name or part of one, e.g. parse_header or Parser.parse
+          query: a name or part of one; Class.method narrows to methods of that class
           kind: restrict to class, function or method
         """
         ranked = sorted(self._symbol_matches(query, kind), key=lambda pair: (pair[0], pair[1].selector))
@@ -148,7 +148,7 @@ class Reader:
         """Search the text of the repository (a regular expression or plain text); summarized, never dumped.
 
         Args:
-          query: a regular expression or plain text, e.g. def parse_header or raise ValueError
+          query: a regular expression or plain text taken from the issue or the code
           path: only search under this file or directory
           cap: how many matching lines to show at most
         """

@@ -91,7 +91,12 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
 
 def repair_messages(registry: Registry, context: RepairContext, task: Task, model: Model) -> tuple[Message, ...]:
     protocol = getattr(getattr(model, "config", None), "tool_protocol", "native")
-    system = system_prompt(prompts.load("repair_system.md"), registry.schemas(), protocol, REPAIR_EXAMPLE)
+    example = (
+        {"name": "read_entity", "arguments": {"selector": context.selectors[0]}}
+        if context.selectors
+        else REPAIR_EXAMPLE
+    )
+    system = system_prompt(prompts.load("repair_system.md"), registry.schemas(), protocol, example)
     note = f"\nThe failing test is {task.failing_test}." if task.failing_test else ""
     user = prompts.render(prompts.load("repair_task.md"), issue=task.issue.strip(), context=context.text,
                           test_note=note)  # fmt: skip

@@ -124,7 +124,7 @@ class Executor:
         """Run a Python snippet to compute or reproduce something (not to edit files); prints are returned.
 
         Args:
-          code: Python source; the repository root is importable, e.g. from pkg.mod import f; print(f(2))
+          code: Python source; the repository's packages are importable; print what you want to see
         """
         before = self.workspace.fingerprint()
         with tempfile.TemporaryDirectory(prefix="snaffle-exec-") as scratch:
