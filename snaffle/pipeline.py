@@ -171,6 +171,7 @@ class Pipeline:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
         the reproduction test and tests that newly pass rank the survivors."""
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
+        unpatched = normalized_key(clone, patch)
         clone.apply(patch)
         regressions: list[str] = []
         fixed = 0
@@ -180,11 +181,12 @@ class Pipeline:
             fixed += len(before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        candidate = Candidate(number, patch, normalized_key(clone, patch), changed_lines(patch),
-                              tuple(regressions[:20]), fixes_failing, reproduces, fixed)  # fmt: skip
+        key = normalized_key(clone, patch)
+        candidate = Candidate(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
+                              reproduces, fixed, semantic=key != unpatched)  # fmt: skip
         self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
                    regressions=list(candidate.regressions), fixes_failing=fixes_failing, reproduces=reproduces,
-                   fixed=fixed)  # fmt: skip
+                   fixed=fixed, semantic=candidate.semantic)  # fmt: skip
         return candidate
 
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:

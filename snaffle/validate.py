@@ -49,10 +49,12 @@ class Candidate:
     reproduction test can be wrong, and must not veto a right patch."""
     fixed: int = 0
     """Tests of the related files that failed before and pass with the patch. A ranking signal."""
+    semantic: bool = True
+    """False when the patch changes only comments, docstrings or formatting: nothing it does can fix a bug."""
 
     @property
     def valid(self) -> bool:
-        return bool(self.patch.strip()) and not self.regressions and self.fixes_failing is not False
+        return bool(self.patch.strip()) and self.semantic and not self.regressions and self.fixes_failing is not False
 
     @property
     def evidenced(self) -> bool:

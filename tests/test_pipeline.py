@@ -232,3 +232,13 @@ def test_a_wrong_reproduction_test_does_not_veto_a_right_patch(
     assert attempt.exit_status == "validated", stages(out)  # the repo's failing test_add now passes
     validate = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
     assert validate[0]["reproduces"] is False and validate[0]["fixed"] == 1
+
+
+def test_a_docstring_only_patch_is_not_a_fix(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    doc_only = edit("calc/__init__.py::add", '"""Return the sum of a and b."""', '"""Return a plus b."""')
+    server = scripted([doc_only, DONE])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, samples=1, reproduce=False)
+    assert attempt.exit_status == "no_valid_patch" and attempt.patch == ""
+    validate = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
+    assert validate[0]["semantic"] is False
