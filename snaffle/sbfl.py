@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
 from snaffle.gates import is_test_file
+from snaffle.junit import read_cases
 from snaffle.primitives import innermost
 from snaffle.shell import Sandbox, run_command
 from snaffle.structure import Entity, RepoIndex
@@ -47,13 +47,10 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
 
 def junit_outcomes(path: Path) -> dict[str, bool]:
     """`module.function` -> passed, from pytest's junit XML (parametrized ids folded into their function)."""
-    if not path.exists():
-        return {}
     outcomes: dict[str, bool] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        name = test_key(f"{case.get('classname')}.{str(case.get('name')).split('[', 1)[0]}")
-        failed = any(child.tag in ("failure", "error") for child in case)
-        outcomes[name] = outcomes.get(name, True) and not failed
+    for case in read_cases(path) or []:
+        name = test_key(f"{case.classname}.{case.name.split('[', 1)[0]}")
+        outcomes[name] = outcomes.get(name, True) and not case.failed
     return outcomes
 
 

@@ -6,13 +6,13 @@ import ast
 import hashlib
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.gates import is_test_file
+from snaffle.junit import read_cases
 from snaffle.localize import imported_modules
 from snaffle.shell import Sandbox, run_command
 from snaffle.structure import RepoIndex
@@ -96,19 +96,16 @@ def run_tests(
 
 
 def read_junit(path: Path) -> TestOutcomes:
-    if not path.exists():
+    cases = read_cases(path)
+    if cases is None:
         return TestOutcomes(frozenset(), frozenset(), False)
-    passed, failed, errored = set(), set(), set()
-    for case in ET.parse(path).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        tags = {child.tag for child in case}
-        if tags & {"failure", "error"}:
-            failed.add(name)
-        elif "skipped" not in tags:
-            passed.add(name)
-        if "error" in tags:
-            errored.add(name)
-    return TestOutcomes(frozenset(passed), frozenset(failed), True, frozenset(errored))
+    names = {c: f"{c.classname}::{c.name}" for c in cases}
+    return TestOutcomes(
+        passed=frozenset(names[c] for c in cases if c.outcome == "passed"),
+        failed=frozenset(names[c] for c in cases if c.failed),
+        ran=True,
+        errored=frozenset(names[c] for c in cases if c.outcome == "error"),
+    )
 
 
 def normalized_key(workspace: Workspace, patch: str) -> str:
