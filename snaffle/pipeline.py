@@ -81,7 +81,8 @@ class Pipeline:
         self.sink = LockedSink(sink, threading.Lock())
         self.started = time.monotonic()
         self.usage, self.turns = Usage(), 0
-        self.before: dict[str, TestOutcomes] = {}
+        self.related: list[str] = []
+        self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
 
     @property
@@ -118,12 +119,10 @@ class Pipeline:
 
     def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
-        files = [p for p, _ in located.files[:5]]
-        for test in related_tests(index, files):
-            self.before[test] = run_tests(self.workspace, self.sandbox, [test])
-        passing = sum(len(o.passed) for o in self.before.values())
-        self.stage("regression_baseline", f"{passing} passing tests in {len(self.before)} related files",
-                   files=list(self.before))  # fmt: skip
+        self.related = related_tests(index, [p for p, _ in located.files[:5]])
+        self.before = run_tests(self.workspace, self.sandbox, self.related)
+        summary = f"{len(self.before.passed)} passing tests in {len(self.related)} related files"
+        self.stage("regression_baseline", summary, files=self.related)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
 
@@ -173,15 +172,13 @@ class Pipeline:
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
         unpatched = normalized_key(clone, patch)
         clone.apply(patch)
-        regressions: list[str] = []
-        fixed = 0
-        for test, before in self.before.items():
-            after = run_tests(clone, self.sandbox, [test])
-            regressions += sorted(before.passed - after.passed)
-            fixed += len(before.failed & after.passed)
+        key = normalized_key(clone, patch)
+        worth_testing = bool(patch.strip()) and key != unpatched  # an empty or comment-only patch is invalid anyway
+        after = run_tests(clone, self.sandbox, self.related if worth_testing else [])
+        regressions = sorted(self.before.passed - after.passed) if worth_testing else []
+        fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        key = normalized_key(clone, patch)
         candidate = Candidate(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
                               reproduces, fixed, semantic=key != unpatched)  # fmt: skip
         self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,

@@ -90,6 +90,7 @@ def run_tests(
         junit = Path(tmp) / "junit.xml"
         env = {**sandbox.env, "PYTHONPATH": str(workspace.root)}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                   "--continue-on-collection-errors",
                    f"--rootdir={workspace.root}", *targets, *extra_paths]  # fmt: skip
         run_command(command, workspace.root, env, TESTS_TIMEOUT_S)
         return read_junit(junit)
