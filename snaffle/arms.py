@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,9 +12,9 @@ from snaffle.editing import EntityEditor
 from snaffle.editor import Editor
 from snaffle.primitives import Reader, RepoView
 from snaffle.runners import Executor, PytestRunner
-from snaffle.shell import BASH_TIMEOUT_S, Sandbox, cut, run_command
+from snaffle.shell import BASH_TIMEOUT_S, Sandbox, cut, run_command, time_left
 from snaffle.structure import RepoIndex
-from snaffle.tools import Registry, ToolFailure
+from snaffle.tools import Registry
 from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
 from snaffle.workspace import Workspace
 
@@ -49,11 +48,7 @@ class Bash:
         Args:
           command: the command line to run
         """
-        timeout = BASH_TIMEOUT_S
-        if self.deadline is not None:
-            timeout = min(timeout, self.deadline - time.monotonic())
-            if timeout <= 0:
-                raise ToolFailure("no wall-clock time left to run a command")
+        timeout = time_left(BASH_TIMEOUT_S, self.deadline)
         done = run_command(command, self.workspace.root, self.sandbox.env, timeout)
         output = cut(done.output) if done.output.strip() else "(no output)"
         if done.timed_out:

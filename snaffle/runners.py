@@ -8,12 +8,10 @@ import shlex
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from snaffle.shell import Completed, Sandbox, run_command
-from snaffle.tools import ToolFailure
+from snaffle.shell import Completed, Sandbox, run_command, time_left
 from snaffle.workspace import Workspace
 
 TEST_TIMEOUT_S = 120.0
@@ -75,7 +73,7 @@ class PytestRunner:
     def run(self, target: str, state: str) -> PytestRun:
         args = ["-k", target[3:].strip()] if target.startswith("-k ") else shlex.split(target)
         command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
-        done = run_command(command, self.workspace.root, self.sandbox.env, _timeout(TEST_TIMEOUT_S, self.deadline))
+        done = run_command(command, self.workspace.root, self.sandbox.env, time_left(TEST_TIMEOUT_S, self.deadline))
         if done.timed_out:
             return PytestRun(target, state, False, f"tests timed out after {TEST_TIMEOUT_S:.0f} s")
         return PytestRun(target, state, done.returncode == 0, summarize_pytest(done.output, done.returncode))
@@ -148,7 +146,7 @@ class Executor:
         command = [sys.executable, "-c", code]
         if self.isolate_network:
             command = ["unshare", "--net", "--", *command]
-        timeout = _timeout(self.timeout_s, self.deadline)
+        timeout = time_left(self.timeout_s, self.deadline)
         return run_command(command, scratch, env, timeout, preexec_fn=_limits)
 
 
@@ -165,12 +163,3 @@ def unshare_available() -> bool:
         return False
     done = run_command(["unshare", "--net", "--", "true"], Path("/"), {"PATH": "/usr/bin:/bin"}, 10)
     return done.returncode == 0
-
-
-def _timeout(cap: float, deadline: float | None) -> float:
-    if deadline is None:
-        return cap
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise ToolFailure("no wall-clock time left")
-    return min(cap, left)

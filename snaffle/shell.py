@@ -11,10 +11,13 @@ import signal
 import site
 import subprocess
 import sysconfig
+import time
 import venv
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from snaffle.tools import ToolFailure
 
 OUTPUT_CAP = 8_000
 BASH_TIMEOUT_S = 60.0
@@ -115,3 +118,13 @@ def cut(text: str, cap: int = OUTPUT_CAP) -> str:
         return text
     head, tail = text[: cap // 2], text[-(cap // 2) :]
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters cut ...]\n{tail}"
+
+
+def time_left(cap: float, deadline: float | None) -> float:
+    """A subprocess timeout: `cap`, or less when the run's wall-clock deadline is nearer; none left is a failure."""
+    if deadline is None:
+        return cap
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ToolFailure("no wall-clock time left")
+    return min(cap, left)
