@@ -1,7 +1,7 @@
 """The A/B protocol on the real weak model: every arm on the same planted-bug tasks, same model, same caps.
 
     python bench/ab_bench.py [--arms agentless-oneshot,minimal] [--tasks REGEX] [--limit N] [--model-size 1.5b]
-    python bench/ab_bench.py --ablate NAME [--arms agentless]      # with vs without one mechanism
+    python bench/ab_bench.py --ablate NAME[,NAME…|all] [--arms agentless]   # with vs without each mechanism
     python bench/ab_bench.py --edit-formats                        # one-shot rewrite | search_replace | auto
     python bench/ab_bench.py --report-only                         # the table from saved rows
 
@@ -9,6 +9,12 @@ Tasks (bench/ab_tasks.toml) are bugs planted in real PyPI packages, downloaded b
 --cache (never committed). Resolved = the task's hidden judging test (kept outside the repo) fails on the planted
 tree and passes on the arm's. Rows go to --results (JSONL, one per variant and task); a rerun skips rows it has.
 Token figures are the harness's own (the server's `usage` as the harness summed it); no metering shim.
+
+Model calls go through a record-and-replay proxy (bench/replay.py; --replay FILE, --no-replay): a request already
+answered in the same position of an earlier run gets that answer back, so variants that send the same prompts see the
+same answers (common random numbers) and only the calls where they differ cost model time. Replayed calls count
+their recorded tokens and seconds: the table's `time s` is the wall clock with each replayed call at its recorded
+latency. Each run uses the same repo path, so prompts that mention it stay comparable.
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ import time
 import tomllib
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.pipeline import PipelineConfig
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
@@ -214,27 +223,42 @@ class Bench:
     limits: Limits
     work: Path
     cache: Path
+    proxy: ReplayProxy | None = None
+
+    @property
+    def model_url(self) -> str:
+        return self.proxy.base_url if self.proxy else self.base_url
 
 
 def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     """Copy the planted repo, run the variant on it, judge the result with the hidden test."""
     pristine = pristine_repo(task, bench.cache)
-    base = bench.work / variant.label / task.id
+    base, kept = bench.work / "current" / task.id, bench.work / variant.label / task.id
     shutil.rmtree(base, ignore_errors=True)
     repo = base / "repo"
     shutil.copytree(pristine, repo, symlinks=True)
     failed_before = not judge(task, pristine, base / "judge-before")
+    stats = ScopeStats()
     started = time.monotonic()
-    status, error = attempt(bench, variant, task, repo, base / "run")
+    if bench.proxy is None:
+        status, error = attempt(bench, variant, task, repo, base / "run")
+    else:
+        with bench.proxy.scope() as stats:
+            status, error = attempt(bench, variant, task, repo, base / "run")
     wall = time.monotonic() - started
-    return {
+    row = {
         "kind": "run", "variant": variant.label, "arm": variant.arm, "task": task.id, "status": status,
         "error": error, "failed_before": failed_before,
         "resolved": failed_before and judge(task, repo, base / "judge-after"), "wall_s": round(wall, 1),
+        "time_s": round(wall + stats.replayed_s, 1), **stats.as_row(),
         **usage_of(read_events(base / "run" / "trajectory.jsonl")),
         "patch_lines": patch_lines(base / "run" / "patch.diff"),
         "limits": {"max_turns": bench.limits.max_turns, "timeout_s": bench.limits.timeout_s},
     }  # fmt: skip
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(base, kept)
+    return row
 
 
 def usage_of(events: Sequence[Row]) -> Row:
@@ -262,11 +286,11 @@ def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Pa
             from snaffle.adapters import AdapterSpec, MiniSweAgentAdapter
 
             spec = AdapterSpec("mini-swe-agent", bench.model, temperature=0.0, tool_protocol="text")
-            return MiniSweAgentAdapter(spec, out).run(snaffle_task, repo, bench.limits, bench.base_url).exit_status, ""
+            return MiniSweAgentAdapter(spec, out).run(snaffle_task, repo, bench.limits, bench.model_url).exit_status, ""
         from snaffle.model import ModelConfig
         from snaffle.run import SolveConfig, solve, zero_pricer
 
-        model = ModelConfig(bench.base_url, bench.model, tool_protocol="text")
+        model = ModelConfig(bench.model_url, bench.model, tool_protocol="text")
         arm = "agentless" if variant.arm.startswith("agentless") else variant.arm
         config = SolveConfig(arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline,
                              mechanisms=variant.mechanisms)  # fmt: skip
@@ -312,18 +336,29 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         return [Variant(f"oneshot-{f}", "agentless-oneshot", PipelineConfig(one_shot=True, edit_format=f))
                 for f in EDIT_FORMATS], "oneshot-rewrite"  # fmt: skip
     if args.ablate:
-        with_, without = [], []
+        names = ablated_names(args.ablate)
+        variants = []
         for arm in arms:
-            with_.append(arm_variant(arm))
-            without.append(arm_variant(arm, Mechanisms().without(args.ablate), f"-no-{args.ablate}"))
-        return [v for pair in zip(with_, without, strict=True) for v in pair], with_[0].label
+            variants.append(arm_variant(arm))
+            variants += [arm_variant(arm, Mechanisms().without(name), f"-no-{name}") for name in names]
+        return variants, variants[0].label
     return [arm_variant(a) for a in arms], "minimal" if "minimal" in arms else arms[0]
+
+
+def ablated_names(spec: str) -> list[str]:
+    """`--ablate`'s value: comma-separated mechanism names, or `all`."""
+    names = list(MECHANISMS) if spec.strip() == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MECHANISMS]
+    if unknown or not names:
+        raise SystemExit(f"--ablate: unknown mechanism {', '.join(unknown) or spec!r}; one of: all, "
+                         f"{', '.join(MECHANISMS)}")  # fmt: skip
+    return names
 
 
 def results_path(args: argparse.Namespace) -> Path:
     if args.results:
         return Path(args.results)
-    mode = "edit-formats" if args.edit_formats else f"ablate-{args.ablate}" if args.ablate else "arms"
+    mode = "edit-formats" if args.edit_formats else "ablate" if args.ablate else "arms"
     return Path("/tmp/ab_results") / f"{mode}.jsonl"
 
 
@@ -347,7 +382,7 @@ def latest_runs(rows: Iterable[Row]) -> dict[tuple[str, str], Row]:
 
 
 def summarize(rows: Sequence[Row]) -> dict[str, float]:
-    walls = [float(r["wall_s"]) for r in rows]
+    walls = [float(r.get("time_s") or r["wall_s"]) for r in rows]
     samples = sum(int(r.get("samples") or 0) for r in rows)
     return {
         "n": len(rows),
@@ -356,6 +391,7 @@ def summarize(rows: Sequence[Row]) -> dict[str, float]:
         "output_tokens": sum(int(r["output_tokens"]) for r in rows),
         "calls": sum(int(r["calls"]) for r in rows),
         "median_wall_s": statistics.median(walls) if walls else 0.0,
+        "replayed": sum(int(r.get("replayed_calls") or 0) for r in rows),
         "applied_rate": sum(int(r.get("applied_samples") or 0) for r in rows) / samples if samples else float("nan"),
         "out_per_task": statistics.fmean(int(r["output_tokens"]) for r in rows) if rows else 0.0,
     }
@@ -378,14 +414,16 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
     groups = {label: group for label, group in groups.items() if group}
     sums = {label: summarize(group) for label, group in groups.items()}
     base = sums.get(baseline)
-    head = (f"{'variant':<28} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} {'med wall s':>10} "
-            f"{'applied':>8} {'out/task':>8} | ratios vs {baseline}: resolved prompt output calls wall")  # fmt: skip
+    head = (f"{'variant':<34} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
+            f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
+            f"| vs {baseline}: resolved prompt output calls time")  # fmt: skip
     lines = [head, "-" * len(head)]
     for label, s in sums.items():
         ratios = " ".join(ratio(s[k], base[k]) for k in RATIO_KEYS) if base else "-"
         applied = "-" if s["applied_rate"] != s["applied_rate"] else f"{s['applied_rate']:.0%}"
-        lines.append(f"{label:<28} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
-                     f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} {applied:>8} "
+        lines.append(f"{label:<34} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
+                     f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
+                     f"{int(s['replayed']):>8} {applied:>8} "
                      f"{s['out_per_task']:>8.0f} | {ratios}")  # fmt: skip
     for label, group in groups.items():
         statuses: dict[str, int] = {}
@@ -400,7 +438,7 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
 
 
 def cell(row: Row) -> str:
-    return f"{'R' if row['resolved'] else '.'} {row['output_tokens']}t {row['wall_s']:.0f}s"
+    return f"{'R' if row['resolved'] else '.'} {row['output_tokens']}t {float(row.get('time_s') or row['wall_s']):.0f}s"
 
 
 def per_task(rows: Iterable[Row], order: Sequence[str]) -> str:
@@ -430,7 +468,8 @@ def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int) -> list[B
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma-separated, from: {', '.join(ARMS)}")
-    parser.add_argument("--ablate", choices=MECHANISMS, help="run each arm with and without this mechanism")
+    parser.add_argument("--ablate", help=f"run each arm with all mechanisms and without each of these (comma-"
+                                          f"separated, or all): {', '.join(MECHANISMS)}")  # fmt: skip
     parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
     parser.add_argument("--tasks", default="", help="regex over task ids")
     parser.add_argument("--limit", type=int, default=0)
@@ -442,6 +481,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results", help="JSONL of rows (default /tmp/ab_results/<mode>.jsonl)")
     parser.add_argument("--work", default="/tmp/ab_work", help="per-run repos and trajectories")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "snaffle" / "bench"))
+    parser.add_argument(
+        "--replay",
+        default=str(Path.home() / ".cache" / "snaffle" / "bench" / "replay.jsonl"),
+        help="recorded model answers to replay and extend (see the module's docstring)",
+    )
+    parser.add_argument("--no-replay", action="store_true", help="every call goes to the model")
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
     parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
     return parser.parse_args(argv)
@@ -454,9 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = results_path(args)
     tasks = select_tasks(load_tasks(), args.tasks, args.limit)
     if not args.report_only:
-        with endpoint(args) as (base_url, model):
+        with endpoint(args) as (base_url, model), replaying(args, base_url) as proxy:
             bench = Bench(base_url, model, Limits(max_turns=args.max_turns, timeout_s=args.timeout),
-                          Path(args.work), Path(args.cache))  # fmt: skip
+                          Path(args.work), Path(args.cache), proxy)  # fmt: skip
             run_all(bench, variants, tasks, path, args.redo)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
@@ -501,6 +546,15 @@ class endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def replaying(args: argparse.Namespace, base_url: str) -> Iterator[ReplayProxy | None]:
+    if args.no_replay:
+        yield None
+        return
+    with ReplayProxy(base_url, ReplayStore(Path(args.replay))) as proxy:
+        yield proxy
 
 
 def log(message: str) -> None:

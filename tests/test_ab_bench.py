@@ -14,6 +14,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "ab_bench.py"
 
 
 def load_bench() -> ModuleType:
+    if str(BENCH.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH.parent))  # as when run as a script: its siblings import by name
     spec = importlib.util.spec_from_file_location("ab_bench", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
