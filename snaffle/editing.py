@@ -57,7 +57,7 @@ class EntityEditor:
             raise ToolFailure("give either search and replace, or new_source")
         after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
         if self.lint:
-            self._gate(lint_gate(entity.path, text, after))
+            after = self._linted(entity.path, text, after, new_source if search is None else None)
         (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
         self.view.index.refresh(entity.path)
         self.view.edits += 1
@@ -68,6 +68,20 @@ class EntityEditor:
             self._gate(guard_test_files(entity.path))
         if self.require_evidence:
             self._gate(evidence_gate(entity.selector, self.view.shown))
+
+    def _linted(self, path: str, before: str, after: str, answer: str | None) -> str:
+        """`after` if it passes the lint gate; else, for a rewrite whose answer imported names the file lacks, the
+        file with those imports added when that passes (logged as an `edit_recovery`); else the gate's refusal."""
+        verdict = lint_gate(path, before, after)
+        imports = answer_imports(answer, after) if answer is not None and not verdict.ok else []
+        if imports:
+            recovered = insert_imports(after, imports)
+            if lint_gate(path, before, recovered).ok:
+                self.view.gate_log.append(GateResult("edit_recovery", True, "added the answer's imports: "
+                                                     + "; ".join(imports)))  # fmt: skip
+                return recovered
+        self._gate(verdict)
+        return after
 
     def _gate(self, result: GateResult) -> None:
         if not result.ok:
@@ -179,6 +193,50 @@ def _check_members(entity: Entity, old: str, segment: str) -> None:
     dropped = sorted(before - after)
     if dropped:
         raise ToolFailure(f"new_source drops {', '.join(dropped)} from {entity.selector}; keep every definition")
+
+
+def answer_imports(answer: str, module: str) -> list[str]:
+    """The top-level import statements of the answer's code blocks that bind a name the edited module uses but
+    does not bind."""
+    try:
+        tree = ast.parse(module)
+    except SyntaxError:
+        return []
+    bound = {n for node in tree.body for n in bound_names(node)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    wanted = [node for block in FENCE_RE.findall(answer) or [answer] for node in _statements(block)
+              if isinstance(node, ast.Import | ast.ImportFrom)]  # fmt: skip
+    return [ast.unparse(node) for node in wanted if any(n in used and n not in bound for n in bound_names(node))]
+
+
+def _statements(code: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(textwrap.dedent(code)).body
+    except SyntaxError:
+        return []
+
+
+def bound_names(node: ast.stmt) -> set[str]:
+    """Names a top-level statement binds (imports, definitions, assignment targets)."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, DEFINITIONS):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def insert_imports(module: str, imports: list[str]) -> str:
+    """`module` with `imports` added after its leading docstring and import statements."""
+    tree = ast.parse(module)
+    end = 0
+    for index, node in enumerate(tree.body):
+        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if not (docstring or isinstance(node, ast.Import | ast.ImportFrom)):
+            break
+        end = node.end_lineno or end
+    lines = module.splitlines(keepends=True)
+    return "".join(lines[:end]) + "".join(f"{line}\n" for line in imports) + "".join(lines[end:])
 
 
 def entity_diff(old: str, new: str) -> str:

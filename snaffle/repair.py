@@ -151,10 +151,12 @@ def apply_answer(
         editor.edit_entity(selector, new_source=found[1])
         return "submitted", f"applied a rewrite of {selector}"
     except ToolFailure as failure:
+        return "no_edit", str(failure)
+    finally:
         for gate in view.gate_log:
             sink.write({"type": "gate", "turn": 1, "call_id": None, "gate": gate.gate, "ok": gate.ok,
                         "reason": gate.reason})  # fmt: skip
-        return "no_edit", str(failure)
+        view.gate_log.clear()
 
 
 def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, selector: str | None, search: str,

@@ -11,6 +11,7 @@ from snaffle.editing import EntityEditor, GateFailure, nearest_candidate
 from snaffle.primitives import Reader, RepoView, symbol_rank
 from snaffle.structure import RepoIndex
 from snaffle.tools import ToolFailure
+from snaffle.types import Mechanisms
 from snaffle.workspace import Workspace
 from tests.conftest import make_repo
 
@@ -212,3 +213,32 @@ def test_rewrite_taken_from_a_whole_class_answer_with_a_column_0_string(view: Re
     EntityEditor(view).edit_entity("geo/shapes.py::Circle.scaled", new_source=answer)
     text = (view.workspace.root / "geo" / "shapes.py").read_text()
     assert '    def scaled(self, k):\n        note = """\n' in text and "return Circle(self.r * k * 1)" in text
+
+
+def test_a_rewrite_that_needs_its_answers_import_gets_it_as_a_logged_recovery(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::parse_shape")
+    answer = "```python\nfrom typing import Optional\nimport os\n\ndef parse_shape(text: str) -> Optional[Circle]:\n"
+    answer += (
+        '    kind, _, size = text.partition(":")\n    return Circle(float(size)) if kind == "circle" else None\n```'
+    )
+    EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    text = (view.workspace.root / "geo" / "shapes.py").read_text()
+    assert text.startswith('"""Shapes and their areas."""\n\nimport math\nfrom typing import Optional\n\n')
+    assert "import os" not in text  # only what the edited module needs
+    assert [(g.gate, g.ok) for g in view.gate_log] == [("edit_recovery", True)]
+    assert "from typing import Optional" in view.gate_log[0].reason
+
+
+@pytest.mark.parametrize("lint", [True, False])
+def test_imports_do_not_rescue_other_undefined_names(view: RepoView, lint: bool) -> None:
+    Reader(view).read_entity("geo/shapes.py::parse_shape")
+    answer = "from typing import Optional\n\ndef parse_shape(text) -> Optional[int]:\n    return helper(text)\n"
+    editor = EntityEditor(view, Mechanisms(lint_gate=lint))
+    before = (view.workspace.root / "geo" / "shapes.py").read_text()
+    if lint:
+        with pytest.raises(GateFailure, match="helper"):
+            editor.edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+        assert (view.workspace.root / "geo" / "shapes.py").read_text() == before
+    else:  # the gate switched off: no lint and no recovery, the edit lands as given
+        editor.edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+        assert "from typing" not in (view.workspace.root / "geo" / "shapes.py").read_text()
