@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from snaffle import __version__, demo, local_model
 from snaffle.exceptions import UserError
+from snaffle.pipeline_options import add_pipeline_args, pipeline_config
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
@@ -25,7 +26,6 @@ from snaffle.workspace import Workspace
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
     from snaffle.model import ModelConfig
-    from snaffle.pipeline import PipelineConfig
     from snaffle.run import SolveConfig
 
 SHIM_RUN = "solve"
@@ -96,33 +96,6 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
     shim.add_argument("--shim", metavar="URL", help="use a running shim (snaffle shim serve) at URL")
     p.set_defaults(func=cmd_solve)
-
-
-def add_pipeline_args(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("agentless arm")
-    group.add_argument("--samples", type=int, default=3, help="repair samples: 1 greedy + N-1 at --sample-temperature")
-    group.add_argument("--sample-temperature", type=float, default=0.8)
-    group.add_argument("--top-k", type=int, default=3, help="localized entities shown to the model")
-    group.add_argument("--concurrency", type=int, default=1, help="samples run at once")
-    group.add_argument("--one-shot", action="store_true", help="no tools: one call per sample, edit extracted")
-    group.add_argument(
-        "--edit-format",
-        choices=("rewrite", "search_replace", "auto"),
-        default=None,
-        help="one-shot answer form; default: the model's measured entry in data/edit_formats.toml",
-    )
-    group.add_argument("--repair-turns", type=int, default=8, help="model calls per sample")
-    group.add_argument("--no-reproduce", action="store_true", help="don't ask for a reproduction test")
-
-
-def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
-    from snaffle.pipeline import PipelineConfig
-
-    if args.samples < 1 or args.top_k < 1 or args.concurrency < 1 or args.repair_turns < 1:
-        raise UserError("--samples, --top-k, --concurrency and --repair-turns must be at least 1")
-    return PipelineConfig(samples=args.samples, temperature=args.sample_temperature, top_k=args.top_k,
-                          concurrency=args.concurrency, one_shot=args.one_shot, edit_format=args.edit_format,
-                          repair_turns=args.repair_turns, reproduce=not args.no_reproduce)  # fmt: skip
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

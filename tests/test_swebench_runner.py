@@ -168,3 +168,22 @@ def test_ray_executor_gives_the_same_predictions_as_local(tmp_path: Path, script
         predictions[executor] = sorted(read_jsonl(config.out / "predictions.jsonl"), key=lambda r: r["instance_id"])
         assert (config.out / "acme__calc-1" / "trajectory.jsonl").is_file()
     assert predictions["local"] == predictions["ray"]
+
+
+def test_swebench_run_passes_the_agentless_options_to_each_instance(tmp_path: Path, scripted: Start) -> None:
+    mirror, commits = make_mirror(tmp_path)
+    fix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
+    server = scripted([{"content": fix}])
+    rows = [instance("acme__calc-1", "acme/calc", commits["calc-1"])]
+    command = [sys.executable, "-m", "snaffle.cli", "swebench", "run", "--instances",
+               str(write_jsonl(tmp_path / "i.jsonl", rows)), "--repos", str(mirror), "--base-url", server.base_url,
+               "--model", "scripted", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
+               "--arm", "agentless", "--one-shot", "--samples", "1", "--no-reproduce", "--no-shim"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(server.requests) == 1  # one sample, one call, no reproduction test
+    assert "tools" not in server.requests[0].body  # one-shot: an answer, not a tool loop
+    (prediction,) = read_jsonl(tmp_path / "out" / "predictions.jsonl")
+    assert "+    return a + b" in prediction["model_patch"]
+    bad = subprocess.run([*command[:-7], "--samples", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--samples" in bad.stderr.strip().splitlines()[-1]

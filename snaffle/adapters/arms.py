@@ -7,7 +7,6 @@ from pathlib import Path
 
 from snaffle.adapters.base import AdapterSpec
 from snaffle.harness import Pricer
-from snaffle.model import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Attempt, Limits, Task
 
@@ -20,13 +19,7 @@ class ArmAdapter:
         self.spec, self.out, self.pricer = spec, out, pricer
 
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
-        model = ModelConfig(
-            base_url=base_url,
-            model=self.spec.model,
-            api_key=self.spec.api_key(),
-            temperature=self.spec.temperature,
-            max_output_tokens=self.spec.max_output_tokens,
-            tool_protocol=self.spec.tool_protocol,
-        )
-        config = SolveConfig(self.spec.name, model, limits, self.out, self.pricer)
+        config = SolveConfig(self.spec.name, self.spec.model_config(base_url), limits, self.out, self.pricer)
+        if self.spec.pipeline is not None:
+            config = dataclasses.replace(config, pipeline=self.spec.pipeline)
         return solve(dataclasses.replace(task, repo=workdir), config)

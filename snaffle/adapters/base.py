@@ -6,11 +6,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, write_result
 from snaffle.types import Usage
 from snaffle.workspace import classify_patch
+
+if TYPE_CHECKING:
+    from snaffle.model import ModelConfig
+    from snaffle.pipeline import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -23,10 +27,19 @@ class AdapterSpec:
     temperature: float | None = None
     max_output_tokens: int | None = None
     tool_protocol: str = "native"
+    pipeline: PipelineConfig | None = None
+    """The agentless arm's knobs (None: the defaults)."""
 
     def api_key(self) -> str:
         """The key from the named environment variable; local servers and the shim need none."""
         return os.environ.get(self.api_key_env, "not-needed")
+
+    def model_config(self, base_url: str) -> ModelConfig:
+        """The endpoint settings for one instance: this spec's model at `base_url` (usually the shim's)."""
+        from snaffle.model import ModelConfig
+
+        return ModelConfig(base_url, self.model, self.api_key(), self.temperature, self.max_output_tokens,
+                           self.tool_protocol)  # fmt: skip
 
 
 def write_external_result(

@@ -13,6 +13,7 @@ from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
 from snaffle.exceptions import UserError
 from snaffle.model import check_endpoint
+from snaffle.pipeline_options import add_pipeline_args, pipeline_config
 from snaffle.swebench.instances import Instance, load_instances, select
 from snaffle.swebench.runner import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.workspaces import FORGE_URL, Sources
@@ -62,6 +63,7 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--redo", action="store_true", help="rerun instances that are already done")
     p.add_argument("--docker", action="store_true", help="check out from SWE-bench images when Docker runs")
     add_caps_and_shim(p)
+    add_pipeline_args(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -91,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         require_mini()
     check_endpoint(args.base_url)
     spec = AdapterSpec(args.arm, args.model, args.api_key_env, args.temperature, args.max_output_tokens,
-                       args.tool_protocol)  # fmt: skip
+                       args.tool_protocol, pipeline_config(args))  # fmt: skip
     shim = None if args.no_shim else ShimSettings(args.pricing, args.max_in_flight, args.tokens_per_minute,
                                                   args.run_max_dollars)  # fmt: skip
     config = BatchConfig(
