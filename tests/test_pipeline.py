@@ -170,6 +170,19 @@ def test_one_shot_rewrite_of_a_method(scripted: Start, tmp_path: Path) -> None:
     assert "item == name" in attempt.patch
 
 
+def test_one_shot_rewrite_gets_its_answers_import_and_the_recovery_is_in_the_trajectory(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    answer = "```python\nfrom numbers import Number\n\ndef add(a: Number, b: Number) -> Number:\n    return a + b\n```"
+    server = scripted([{"content": answer}])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, samples=1, reproduce=False, one_shot=True)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+from numbers import Number\n" in attempt.patch and "+    return a + b\n" in attempt.patch
+    gates = [(g["gate"], g["ok"]) for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
+    assert gates == [("edit_recovery", True)]
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
