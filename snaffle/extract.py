@@ -34,14 +34,17 @@ def search_replace_blocks(answer: str) -> list[SearchReplace]:
     return [SearchReplace(m["selector"], m["search"], m["replace"]) for m in SEARCH_REPLACE_RE.finditer(text)]
 
 
-def defining_block(answer: str, names: Sequence[str]) -> tuple[str, str] | None:
-    """The first fenced block (or the bare answer) that defines one of `names`: (name, code)."""
+def defining_blocks(answer: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """For each of `names` the answer defines, in the order of `names`: (name, the first fenced block — or the bare
+    answer — that defines it)."""
     blocks = FENCE_RE.findall(answer) or [answer]
-    for block in blocks:
-        for name in names:
-            if re.search(DEF_RE.format(name=re.escape(name)), block, re.MULTILINE):
-                return name, textwrap.dedent(block)
-    return None
+    found = []
+    for name in names:
+        pattern = re.compile(DEF_RE.format(name=re.escape(name)), re.MULTILINE)
+        block = next((b for b in blocks if pattern.search(b)), None)
+        if block is not None:
+            found.append((name, textwrap.dedent(block)))
+    return found
 
 
 def reindent(snippet: str, target: str) -> str | None:

@@ -10,7 +10,7 @@ from snaffle import prompts
 from snaffle.arms import REPAIR_EXAMPLE, system_prompt
 from snaffle.editing import EntityEditor
 from snaffle.exceptions import Interrupt, Submitted
-from snaffle.extract import defining_block, edit_format_for, is_unified_diff, reindent, search_replace_blocks
+from snaffle.extract import defining_blocks, edit_format_for, is_unified_diff, reindent, search_replace_blocks
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.localize import Localization
@@ -143,13 +143,11 @@ def apply_answer(
             for block in blocks:
                 _apply_block(editor, view, context, block.selector, block.search, block.replace, sink)
             return "submitted", f"applied {len(blocks)} SEARCH/REPLACE block(s)"
-        found = defining_block(answer, context.names)
-        if found is None:
+        found = defining_blocks(answer, context.names)
+        if not found:
             reason = "a unified diff is not accepted" if is_unified_diff(answer) else "no edit found in the answer"
             return "no_edit", reason
-        selector = context.selectors[context.names.index(found[0])]
-        editor.edit_entity(selector, new_source=found[1])
-        return "submitted", f"applied a rewrite of {selector}"
+        return _apply_rewrites(editor, view, [(context.selectors[context.names.index(n)], code) for n, code in found])
     except ToolFailure as failure:
         return "no_edit", str(failure)
     finally:
@@ -157,6 +155,27 @@ def apply_answer(
             sink.write({"type": "gate", "turn": 1, "call_id": None, "gate": gate.gate, "ok": gate.ok,
                         "reason": gate.reason})  # fmt: skip
         view.gate_log.clear()
+
+
+def _apply_rewrites(editor: EntityEditor, view: RepoView, rewrites: list[tuple[str, str]]) -> tuple[str, str]:
+    """Apply each rewritten candidate definition (answers often repeat several, changing only one); the ones that
+    change nothing are skipped, a refused one does not stop the others."""
+    changed, refused = [], []
+    for selector, code in rewrites:
+        path = view.workspace.root / view.entity(selector).path
+        before = path.read_bytes()
+        try:
+            editor.edit_entity(selector, new_source=code)
+        except ToolFailure as failure:
+            refused.append(f"{selector}: {failure}")
+            continue
+        if path.read_bytes() != before:
+            changed.append(selector)
+    if changed:
+        return "submitted", f"applied a rewrite of {', '.join(changed)}"
+    if refused:
+        return "no_edit", "; ".join(refused)
+    return "no_edit", "the answer repeats the definitions unchanged"
 
 
 def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, selector: str | None, search: str,

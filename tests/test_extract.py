@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.extract import defining_block, edit_format_for, is_unified_diff, reindent, search_replace_blocks
+from snaffle.extract import defining_blocks, edit_format_for, is_unified_diff, reindent, search_replace_blocks
 
 ENTITY = "    def count(self, name):\n        total = 0\n        return total\n"
 
@@ -39,13 +39,15 @@ def test_reindent_recovers_stripped_indentation() -> None:
     assert reindent("total = 2", ENTITY) is None
 
 
-def test_defining_block_picks_the_block_that_defines_the_entity() -> None:
+def test_defining_blocks_picks_the_block_that_defines_each_entity() -> None:
     answer = "```python\nimport os\n```\nthen\n```\n    def count(self, name):\n        return 1\n```"
-    name, code = defining_block(answer, ["count"]) or ("", "")
+    [(name, code)] = defining_blocks(answer, ["count"])
     assert name == "count" and code.startswith("def count(self, name):")
-    assert defining_block("no code at all", ["count"]) is None
-    bare = defining_block("def count(self, name):\n    return 2\n", ["other", "count"])
-    assert bare is not None and bare[0] == "count"
+    assert defining_blocks("no code at all", ["count"]) == []
+    bare = defining_blocks("def count(self, name):\n    return 2\n", ["other", "count"])
+    assert [n for n, _ in bare] == ["count"]
+    both = "```python\ndef total(xs):\n    return 0\n\ndef count(xs):\n    return 1\n```"
+    assert [n for n, _ in defining_blocks(both, ["count", "missing", "total"])] == ["count", "total"]
 
 
 def test_unified_diff_is_recognised() -> None:
@@ -82,9 +84,8 @@ ANSWERS = Path(__file__).parent / "fixtures" / "answers"
 )
 def test_recorded_rewrites_of_the_local_model_are_extracted(sample: int, fixed: str) -> None:
     answer = (ANSWERS / f"qwen2.5-coder-1.5b_rewrite_median_sample{sample}.txt").read_text()
-    found = defining_block(answer, ["median"])
-    assert found is not None and found[0] == "median"
-    assert "def median(values" in found[1] and fixed in found[1]
+    [(name, code)] = defining_blocks(answer, ["median"])
+    assert name == "median" and "def median(values" in code and fixed in code
 
 
 def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_path: Path) -> None:

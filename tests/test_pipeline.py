@@ -183,6 +183,22 @@ def test_one_shot_rewrite_gets_its_answers_import_and_the_recovery_is_in_the_tra
     assert gates == [("edit_recovery", True)]
 
 
+def test_one_shot_answer_repeating_several_candidates_applies_the_one_it_changed(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    mul = "def mul(a, b):\n    return a * b\n"
+    add = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
+    server = scripted([{"content": f"```python\n{mul}\n\n{add}```"}])  # mul first, unchanged; add fixed
+    out = tmp_path / "run"
+    issue = "add(2, 3) returns -1 instead of 5, while mul(2, 3) is fine."
+    attempt = agentless(calc_repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True, top_k=2)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+    return a + b\n" in attempt.patch
+    stage = {e["stage"]: e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage")}
+    assert stage["localize"]["candidates"][0] == "calc/__init__.py::mul"  # named first, repeated unchanged
+    assert stage["repair"]["patch_lines"] == 2
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
