@@ -135,9 +135,34 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
     segment = _segment(code, node)
     if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):
         segment = _decorators(old) + segment
+    segment = keep_docstring(old, segment)
     _check_members(entity, old, segment)
     body = textwrap.indent(segment, entity.indent, lambda line: bool(line.strip()))
     return body if body.endswith("\n") else body + "\n"
+
+
+def keep_docstring(old: str, segment: str) -> str:
+    """The rewritten definition with the old docstring put back when the answer left it out (a weak model spends
+    fewer output tokens when it may skip docstrings; a fix never needs to delete one)."""
+    try:
+        old_node, new_node = _first_definition(textwrap.dedent(old)), _first_definition(segment)
+    except SyntaxError:
+        return segment
+    if old_node is None or new_node is None or ast.get_docstring(new_node) is not None:
+        return segment
+    if ast.get_docstring(old_node) is None or new_node.body[0].lineno == new_node.lineno:
+        return segment
+    doc = old_node.body[0]
+    old_lines = textwrap.dedent(old).splitlines(keepends=True)[doc.lineno - 1 : doc.end_lineno]
+    pad = " " * new_node.body[0].col_offset
+    moved = [pad + line[doc.col_offset :] if line[: doc.col_offset].isspace() else line for line in old_lines]
+    lines = segment.splitlines(keepends=True)
+    at = new_node.body[0].lineno - 1
+    return "".join(lines[:at] + moved + lines[at:])
+
+
+def _first_definition(code: str) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+    return next((n for n in ast.parse(code).body if isinstance(n, DEFINITIONS)), None)
 
 
 def pick_block(answer: str, name: str) -> str:

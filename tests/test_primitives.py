@@ -177,7 +177,7 @@ def test_rewrite_keeps_decorators_the_answer_dropped(view: RepoView) -> None:
         "geo/shapes.py::Circle.area", new_source="def area(self):\n    return 3.0 * self.r\n"
     )
     text = (view.workspace.root / "geo" / "shapes.py").read_text()
-    assert "    @property\n    def area(self):\n        return 3.0 * self.r\n" in text
+    assert '    @property\n    def area(self):\n        """Area of the circle."""\n        return 3.0 * self.r\n' in text
 
 
 @pytest.mark.parametrize(
@@ -242,3 +242,18 @@ def test_imports_do_not_rescue_other_undefined_names(view: RepoView, lint: bool)
     else:  # the gate switched off: no lint and no recovery, the edit lands as given
         editor.edit_entity("geo/shapes.py::parse_shape", new_source=answer)
         assert "from typing" not in (view.workspace.root / "geo" / "shapes.py").read_text()
+
+
+def test_a_rewrite_without_the_docstring_keeps_the_old_one(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::Circle.area")
+    EntityEditor(view).edit_entity("geo/shapes.py::Circle.area", new_source="def area(self):\n    return 3 * self.r\n")
+    text = (view.workspace.root / "geo" / "shapes.py").read_text()
+    assert '    def area(self):\n        """Area of the circle."""\n        return 3 * self.r\n' in text
+    # an answer with its own docstring keeps that one; a one-line body is left alone
+    EntityEditor(view).edit_entity(
+        "geo/shapes.py::Circle.area", new_source='def area(self):\n    """Area."""\n    return 2 * self.r\n'
+    )
+    text = (view.workspace.root / "geo" / "shapes.py").read_text()
+    assert '"""Area."""\n        return 2 * self.r\n' in text and "Area of the circle" not in text
+    EntityEditor(view).edit_entity("geo/shapes.py::Circle.area", new_source="def area(self): return self.r\n")
+    assert "    def area(self): return self.r\n" in (view.workspace.root / "geo" / "shapes.py").read_text()
