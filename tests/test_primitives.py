@@ -177,7 +177,8 @@ def test_rewrite_keeps_decorators_the_answer_dropped(view: RepoView) -> None:
         "geo/shapes.py::Circle.area", new_source="def area(self):\n    return 3.0 * self.r\n"
     )
     text = (view.workspace.root / "geo" / "shapes.py").read_text()
-    assert '    @property\n    def area(self):\n        """Area of the circle."""\n        return 3.0 * self.r\n' in text
+    expected = '    @property\n    def area(self):\n        """Area of the circle."""\n        return 3.0 * self.r\n'
+    assert expected in text
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,40 @@
+"""Prompt templates are data: packaged files, replaceable one by one from $SNAFFLE_PROMPTS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from snaffle import prompts
+from snaffle.model import ModelConfig
+from snaffle.pipeline import PipelineConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.types import Limits, Task
+from tests.conftest import CALC_ISSUE
+from tests.test_pipeline import Start
+
+
+def test_an_override_replaces_only_its_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    packaged = prompts.load("oneshot_rewrite.md")
+    (tmp_path / "oneshot_rewrite.md").write_text("custom {{issue}}", encoding="utf-8")
+    monkeypatch.setenv(prompts.OVERRIDE_ENV, str(tmp_path))
+    assert prompts.load("oneshot_rewrite.md") == "custom {{issue}}"
+    assert prompts.load("reproduce.md") == (Path(prompts.__file__).parent / "reproduce.md").read_text()
+    monkeypatch.setenv(prompts.OVERRIDE_ENV, str(tmp_path / "missing"))
+    assert prompts.load("oneshot_rewrite.md") == packaged
+
+
+def test_a_run_sends_the_overridden_prompt(
+    calc_repo: Path, scripted: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    custom = tmp_path / "prompts"
+    custom.mkdir()
+    (custom / "oneshot_rewrite.md").write_text("TUNED PROMPT\n{{issue}}\n{{context}}\n", encoding="utf-8")
+    monkeypatch.setenv(prompts.OVERRIDE_ENV, str(custom))
+    fix = "```python\ndef add(a, b):\n    return a + b\n```"
+    server = scripted([{"content": fix, "expect_contains": "TUNED PROMPT"}])
+    config = SolveConfig("agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=5), tmp_path / "out",
+                         zero_pricer, pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False))  # fmt: skip
+    attempt = solve(Task(calc_repo, CALC_ISSUE), config)
+    assert attempt.exit_status == "validated" and "+    return a + b" in attempt.patch
