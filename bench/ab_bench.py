@@ -3,6 +3,7 @@
     python bench/ab_bench.py [--arms agentless-oneshot,minimal] [--tasks REGEX] [--limit N] [--model-size 1.5b]
     python bench/ab_bench.py --ablate NAME[,NAME…|all] [--arms agentless]   # with vs without each mechanism
     python bench/ab_bench.py --edit-formats                        # one-shot rewrite | search_replace | auto
+    python bench/ab_bench.py --prompts bench/prompts/skip-docstrings  # the same arms with replaced prompt files
     python bench/ab_bench.py --report-only                         # the table from saved rows
 
 Tasks (bench/ab_tasks.toml) are bugs planted in real PyPI packages, downloaded by pinned version at bench time into
@@ -35,7 +36,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -487,6 +488,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="recorded model answers to replay and extend (see the module's docstring)",
     )
     parser.add_argument("--no-replay", action="store_true", help="every call goes to the model")
+    parser.add_argument("--prompts", help="a directory of prompt files replacing the packaged ones ($SNAFFLE_PROMPTS);"
+                                           " variant labels get +<directory name>")  # fmt: skip
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
     parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
     return parser.parse_args(argv)
@@ -495,6 +498,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     variants, baseline = variants_for(args)
+    if args.prompts:
+        if not Path(args.prompts).is_dir():
+            raise SystemExit(f"--prompts: {args.prompts} is not a directory")
+        os.environ["SNAFFLE_PROMPTS"] = str(Path(args.prompts).resolve())
+        suffix = "+" + Path(args.prompts).name
+        variants, baseline = [replace(v, label=v.label + suffix) for v in variants], baseline + suffix
     order = [v.label for v in variants]
     path = results_path(args)
     tasks = select_tasks(load_tasks(), args.tasks, args.limit)
