@@ -225,6 +225,9 @@ class Bench:
     work: Path
     cache: Path
     proxy: ReplayProxy | None = None
+    given_test: bool = False
+    """Commit the judging test into the run's copy and name it as the task's failing test (the setting where a
+    user has a failing test: SBFL, stop-after-green and the hard validation requirement come into play)."""
 
     @property
     def model_url(self) -> str:
@@ -239,13 +242,14 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     repo = base / "repo"
     shutil.copytree(pristine, repo, symlinks=True)
     failed_before = not judge(task, pristine, base / "judge-before")
+    failing_test = give_test(task, repo) if bench.given_test else None
     stats = ScopeStats()
     started = time.monotonic()
     if bench.proxy is None:
-        status, error = attempt(bench, variant, task, repo, base / "run")
+        status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
     else:
         with bench.proxy.scope() as stats:
-            status, error = attempt(bench, variant, task, repo, base / "run")
+            status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
     wall = time.monotonic() - started
     row = {
         "kind": "run", "variant": variant.label, "arm": variant.arm, "task": task.id, "status": status,
@@ -279,9 +283,19 @@ def usage_of(events: Sequence[Row]) -> Row:
     }  # fmt: skip
 
 
-def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Path) -> tuple[str, str]:
+def give_test(task: BenchTask, repo: Path) -> str:
+    """Commit the judging test next to the package's import root; its path is the failing test's node id."""
+    relative = Path(task.package.pythonpath or ".") / "test_bench_given.py"
+    (repo / relative).write_text(task.test, encoding="utf-8")
+    git(repo, "add", str(relative))
+    git(repo, "commit", "-q", "-m", "the failing test")
+    return relative.as_posix().removeprefix("./")
+
+
+def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Path,
+            failing_test: str | None = None) -> tuple[str, str]:  # fmt: skip
     """Run the arm; a crash is recorded (status `crashed`) and the batch goes on."""
-    snaffle_task = Task(repo, task.issue, task.id)
+    snaffle_task = Task(repo, task.issue, task.id, failing_test)
     try:
         if variant.arm == "mini-swe-agent":
             from snaffle.adapters import AdapterSpec, MiniSweAgentAdapter
@@ -351,7 +365,7 @@ def ablated_names(spec: str) -> list[str]:
     names = list(MECHANISMS) if spec.strip() == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in MECHANISMS]
     if unknown or not names:
-        raise SystemExit(f"--ablate: unknown mechanism {', '.join(unknown) or spec!r}; one of: all, "
+        raise SystemExit(f"--ablate: unknown mechanism {', '.join(unknown) or repr(spec)}; one of: all, "
                          f"{', '.join(MECHANISMS)}")  # fmt: skip
     return names
 
@@ -490,6 +504,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-replay", action="store_true", help="every call goes to the model")
     parser.add_argument("--prompts", help="a directory of prompt files replacing the packaged ones ($SNAFFLE_PROMPTS);"
                                            " variant labels get +<directory name>")  # fmt: skip
+    parser.add_argument(
+        "--given-test",
+        action="store_true",
+        help="the arm gets the judging test as a committed failing test; labels get +given-test",
+    )
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
     parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
     return parser.parse_args(argv)
@@ -502,15 +521,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not Path(args.prompts).is_dir():
             raise SystemExit(f"--prompts: {args.prompts} is not a directory")
         os.environ["SNAFFLE_PROMPTS"] = str(Path(args.prompts).resolve())
-        suffix = "+" + Path(args.prompts).name
-        variants, baseline = [replace(v, label=v.label + suffix) for v in variants], baseline + suffix
+        variants, baseline = suffixed(variants, baseline, "+" + Path(args.prompts).name)
+    if args.given_test:
+        variants, baseline = suffixed(variants, baseline, "+given-test")
     order = [v.label for v in variants]
     path = results_path(args)
     tasks = select_tasks(load_tasks(), args.tasks, args.limit)
     if not args.report_only:
         with endpoint(args) as (base_url, model), replaying(args, base_url) as proxy:
             bench = Bench(base_url, model, Limits(max_turns=args.max_turns, timeout_s=args.timeout),
-                          Path(args.work), Path(args.cache), proxy)  # fmt: skip
+                          Path(args.work), Path(args.cache), proxy, args.given_test)  # fmt: skip
             run_all(bench, variants, tasks, path, args.redo)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
@@ -555,6 +575,10 @@ class endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def suffixed(variants: Sequence[Variant], baseline: str, suffix: str) -> tuple[list[Variant], str]:
+    return [replace(v, label=v.label + suffix) for v in variants], baseline + suffix
 
 
 @contextmanager

@@ -101,3 +101,31 @@ def test_variants_for_ablation_pairs_each_arm(tmp_path: Path) -> None:
     formats, base = ab.variants_for(ab.parse_args(["--edit-formats"]))
     assert [v.pipeline.edit_format for v in formats] == ["rewrite", "search_replace", "auto"]
     assert all(v.pipeline.one_shot for v in formats) and base == "oneshot-rewrite"
+
+
+def test_given_test_is_committed_next_to_the_import_root(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "src" / "pkg" / "__init__.py").write_text("X = 1\n")
+    ab.git(repo, "init", "-q")
+    ab.git(repo, "add", "-A")
+    ab.git(repo, "commit", "-q", "-m", "base")
+    task = next(t for t in ab.load_tasks() if t.package.pythonpath == "src")
+    node = ab.give_test(task, repo)
+    assert node == "src/test_bench_given.py"
+    assert (repo / node).read_text() == task.test
+    assert ab.git(repo, "status", "--porcelain") == ""  # committed: the arm's patch never contains it
+    flat = next(t for t in ab.load_tasks() if t.package.pythonpath == "")
+    assert ab.give_test(flat, repo) == "test_bench_given.py"
+
+
+def test_prompt_and_given_test_variants_are_labelled(tmp_path: Path) -> None:
+    args = ab.parse_args(["--arms", "agentless-oneshot,minimal", "--given-test"])
+    variants, baseline = ab.variants_for(args)
+    labelled, base = ab.suffixed(variants, baseline, "+given-test")
+    assert [v.label for v in labelled] == ["agentless-oneshot+given-test", "minimal+given-test"]
+    assert base == "minimal+given-test"
+    with pytest.raises(SystemExit, match="unknown mechanism nope"):
+        ab.variants_for(ab.parse_args(["--ablate", "lint_gate,nope"]))
+    every, _ = ab.variants_for(ab.parse_args(["--ablate", "all", "--arms", "structured"]))
+    assert len(every) == 1 + len(ab.MECHANISMS)
