@@ -10,6 +10,7 @@ import difflib
 import re
 import textwrap
 
+from snaffle.extract import isolate_definition
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
 from snaffle.primitives import RepoView
 from snaffle.structure import Entity
@@ -23,6 +24,10 @@ DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 class GateFailure(ToolFailure):
     """A gate refused the edit; the repository is unchanged."""
+
+
+class UnparsableAnswer(ToolFailure):
+    """The answer's code does not parse."""
 
 
 class EntityEditor:
@@ -50,7 +55,7 @@ class EntityEditor:
         lines = text.splitlines(keepends=True)
         old = "".join(lines[entity.start_line : entity.end_line + 1])
         if new_source is not None and search is None:
-            new = rewrite(entity, old, new_source)
+            new = self._rewrite(entity, old, new_source)
         elif search is not None and replace is not None and new_source is None:
             new = replace_once(entity, old, search, replace)
         else:
@@ -68,6 +73,20 @@ class EntityEditor:
             self._gate(guard_test_files(entity.path))
         if self.require_evidence:
             self._gate(evidence_gate(entity.selector, self.view.shown))
+
+    def _rewrite(self, entity: Entity, old: str, new_source: str) -> str:
+        """`rewrite`; when the answer's block does not parse as a whole, its definition of the entity alone."""
+        try:
+            return rewrite(entity, old, new_source)
+        except UnparsableAnswer:
+            name = entity.qualname.rsplit(".", 1)[-1].split("@")[0]
+            alone = isolate_definition(pick_block(new_source, name), name)
+            if alone is None:
+                raise
+            new = rewrite(entity, old, alone)
+            note = f"the answer's block does not parse as a whole; its definition of {name} alone does"
+            self.view.gate_log.append(GateResult("edit_recovery", True, note))
+            return new
 
     def _linted(self, path: str, before: str, after: str, answer: str | None) -> str:
         """`after` if it passes the lint gate; else, for a rewrite whose answer imported names the file lacks, the
@@ -130,7 +149,7 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        raise ToolFailure(f"new_source does not parse: {exc.msg} (line {exc.lineno} of new_source)") from exc
+        raise UnparsableAnswer(f"new_source does not parse: {exc.msg} (line {exc.lineno} of new_source)") from exc
     node = _definition(tree, name, entity)
     segment = _segment(code, node)
     if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 import tomllib
@@ -45,6 +46,34 @@ def defining_blocks(answer: str, names: Sequence[str]) -> list[tuple[str, str]]:
         if block is not None:
             found.append((name, textwrap.dedent(block)))
     return found
+
+
+def isolate_definition(code: str, name: str) -> str | None:
+    """The lines of `def name`/`class name` alone (its decorators, its header, everything indented deeper), for an
+    answer block that does not parse as a whole (e.g. a later definition cut off); None when that does not parse
+    either."""
+    lines = code.splitlines(keepends=True)
+    pattern = re.compile(DEF_RE.format(name=re.escape(name)))
+    header = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
+    if header is None:
+        return None
+    indent = len(lines[header]) - len(lines[header].lstrip())
+    start, end = header, header + 1
+    while start > 0 and lines[start - 1].strip().startswith("@"):
+        start -= 1
+    while end < len(lines) and _inside(lines[end], indent):
+        end += 1
+    segment = textwrap.dedent("".join(lines[start:end]))
+    try:
+        ast.parse(segment)
+    except SyntaxError:
+        return None
+    return segment
+
+
+def _inside(line: str, indent: int) -> bool:
+    """A line still belongs to a definition at `indent`: blank, or indented deeper."""
+    return not line.strip() or len(line) - len(line.lstrip()) > indent
 
 
 def reindent(snippet: str, target: str) -> str | None:

@@ -163,7 +163,7 @@ class Pipeline:
             return ""
         self.account(outcome)
         patch = clone.patch()
-        self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch))
+        self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch), message=outcome.message)
         return patch
 
     def validate(self, number: int, patch: str) -> Candidate:

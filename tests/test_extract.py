@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.extract import defining_blocks, edit_format_for, is_unified_diff, reindent, search_replace_blocks
+from snaffle.extract import (
+    defining_blocks,
+    edit_format_for,
+    is_unified_diff,
+    isolate_definition,
+    reindent,
+    search_replace_blocks,
+)
 
 ENTITY = "    def count(self, name):\n        total = 0\n        return total\n"
 
@@ -113,3 +120,12 @@ def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_pat
     with pytest.raises(ToolFailure, match="undefined name.*List"):
         EntityEditor(view2).edit_entity("statkit/stats.py::median", new_source=answer_without_import)
     assert (repo2 / "statkit/stats.py").read_text() == source
+
+
+def test_isolate_definition_takes_the_decorated_definition_up_to_its_dedent() -> None:
+    code = "import os\n\n@cache\ndef f(x):\n    '''Doc.'''\n\n    return x\nx = f(\n"
+    assert isolate_definition(code, "f") == "@cache\ndef f(x):\n    '''Doc.'''\n\n    return x\n"
+    nested = "class A:\n    def m(self):\n        return 1\n    def n(self):\n        return (\n"
+    assert isolate_definition(nested, "m") == "def m(self):\n    return 1\n"
+    assert isolate_definition(nested, "n") is None  # cut off itself
+    assert isolate_definition(nested, "missing") is None

@@ -197,6 +197,7 @@ def test_one_shot_answer_repeating_several_candidates_applies_the_one_it_changed
     stage = {e["stage"]: e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage")}
     assert stage["localize"]["candidates"][0] == "calc/__init__.py::mul"  # named first, repeated unchanged
     assert stage["repair"]["patch_lines"] == 2
+    assert stage["repair"]["message"] == "applied a rewrite of calc/__init__.py::add"
 
 
 @pytest.mark.parametrize(

@@ -258,3 +258,19 @@ def test_a_rewrite_without_the_docstring_keeps_the_old_one(view: RepoView) -> No
     assert '"""Area."""\n        return 2 * self.r\n' in text and "Area of the circle" not in text
     EntityEditor(view).edit_entity("geo/shapes.py::Circle.area", new_source="def area(self): return self.r\n")
     assert "    def area(self): return self.r\n" in (view.workspace.root / "geo" / "shapes.py").read_text()
+
+
+def test_a_block_cut_off_after_the_entity_still_gives_the_entity(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::parse_shape")
+    answer = (
+        "```python\ndef parse_shape(text):\n    kind, _, size = text.partition(':')\n    if kind == 'circle':\n"
+        "        return Circle(float(size))\n    return None\n\ndef long_function():\n    '''A docstring the model"
+        " never closed.\n    x0 = 0\n```"
+    )
+    EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    text = (view.workspace.root / "geo" / "shapes.py").read_text()
+    assert "        return Circle(float(size))\n    return None\n" in text and "never closed" not in text
+    assert [g.gate for g in view.gate_log] == ["edit_recovery"]
+    Reader(view).read_entity("geo/shapes.py::long_function", window=0)
+    with pytest.raises(ToolFailure, match="does not parse"):  # the entity itself cut off: still refused
+        EntityEditor(view).edit_entity("geo/shapes.py::long_function", new_source=answer)
