@@ -22,6 +22,7 @@ from snaffle.exceptions import UserError
 from snaffle.shim.cli import config_from_args, register, run_serve
 from snaffle.shim.cli import main as shim_main
 from snaffle.shim.ledger import Ledger, LedgerRow
+from snaffle.shim.pacer import estimate_prompt_tokens, estimate_text_tokens
 from snaffle.shim.server import ShimConfig, ShimHandle, start_shim
 from snaffle.testing import ScriptedServer
 from snaffle.types import Limits
@@ -151,17 +152,25 @@ def test_openai_sdk_streams_through_the_shim(shim: StartShim, upstream: Scripted
     assert text == "hello world"
 
 
-def test_a_stream_cut_midway_records_usage_unknown(shim: StartShim, upstream: ScriptedServer, tmp_path: Path) -> None:
-    upstream.push({"content": "abcdefgh", "stream_chunks": 4, "cut_stream_after": 2}, {"content": "next"})
+def test_a_stream_cut_midway_records_an_estimate_marked_as_such(
+    shim: StartShim, upstream: ScriptedServer, tmp_path: Path
+) -> None:
+    words = " ".join(f"word{i}" for i in range(40))
+    upstream.push({"content": words, "stream_chunks": 4, "cut_stream_after": 2}, {"content": "next"})
     handle = shim()
     with pytest.raises(httpx.RemoteProtocolError):
         chat(handle.base_url_for("r", "i"), stream=True)
     [row] = rows(tmp_path)
-    assert (row.status, row.usage_unknown, row.error_type, row.prompt_tokens) == (200, True, "stream_broken", 0)
+    assert (row.status, row.usage_unknown, row.usage_estimated, row.error_type) == (200, True, True, "stream_broken")
+    assert row.prompt_tokens == estimate_prompt_tokens({"messages": USER})
+    delivered = words[: -(-len(words) // 4)]  # the role delta and the first of 4 content pieces, then the cut
+    assert row.completion_tokens == estimate_text_tokens(delivered)
     assert row.bytes > 0
     after = chat(handle.base_url_for("r", "i"))
     assert after.status_code == 200
     assert (after.headers["x-snaffle-calls"], after.headers["x-snaffle-usage-unknown"]) == ("1", "1")
+    totals = Ledger(tmp_path / "ledger.sqlite").totals("r", "i")
+    assert totals.usage_estimated == 1 and totals.usage.completion_tokens > row.completion_tokens
 
 
 @pytest.mark.parametrize(("status", "stream"), [(429, False), (500, False), (429, True), (500, True)])
@@ -389,6 +398,7 @@ def test_a_client_leaving_midstream_closes_the_upstream_and_still_writes_a_row(s
         time.sleep(0.02)
     [row] = rows(tmp_path)
     assert (row.error_type, row.usage_unknown, row.status) == ("client_disconnected", True, 200)
+    assert row.usage_estimated and row.prompt_tokens > 0 and row.completion_tokens > 0  # "hi" was relayed
     assert row.bytes > 0
 
 

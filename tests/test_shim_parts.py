@@ -17,7 +17,7 @@ from starlette.types import Message
 from snaffle.exceptions import UserError
 from snaffle.shim.app import RelayResponse
 from snaffle.shim.config import ShimConfig, is_loopback
-from snaffle.shim.ledger import MIGRATIONS, Ledger, LedgerRow, Totals, migrate
+from snaffle.shim.ledger import COLUMNS, MIGRATIONS, Ledger, LedgerRow, Totals, migrate
 from snaffle.shim.limits import check, remaining
 from snaffle.shim.pacer import Pacer, PacerTimeout, estimate_tokens
 from snaffle.shim.pricing import load_pricing, parse_pricing
@@ -253,6 +253,23 @@ def test_the_ledger_is_append_only_and_migrates_once(tmp_path: Path) -> None:
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             conn.execute(statement)
     conn.close()
+
+
+def test_a_ledger_from_before_usage_estimates_migrates_and_keeps_its_rows(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.sqlite")
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    for name, sql in MIGRATIONS[:2]:  # the ledger as the first release wrote it
+        conn.executescript(f"BEGIN; {sql}; INSERT INTO _migrations VALUES ('{name}', 0); COMMIT;")
+    columns = [c for c in COLUMNS if c != "usage_estimated"]
+    values = [getattr(row(1), c) for c in columns]
+    conn.execute(f"INSERT INTO calls ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", values)
+    conn.commit()
+    conn.close()
+    ledger = Ledger(tmp_path / "old.sqlite")
+    [old] = ledger.rows()
+    assert old.usage_estimated is False and old.prompt_tokens == row(1).prompt_tokens
+    assert ledger.totals(old.run, old.instance).usage_estimated == 0
+    ledger.close()
 
 
 def test_an_unwritable_ledger_names_the_fix(tmp_path: Path) -> None:

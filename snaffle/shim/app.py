@@ -4,13 +4,14 @@ admission and refuses calls past a limit. Instance identity comes from the `/i/{
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hmac
 import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -25,10 +26,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from snaffle.shim import limits
 from snaffle.shim.config import ShimConfig
 from snaffle.shim.ledger import Ledger, LedgerRow, Totals
-from snaffle.shim.pacer import Pacer, PacerTimeout, Ticket, estimate_tokens
+from snaffle.shim.pacer import (
+    Pacer,
+    PacerTimeout,
+    Ticket,
+    estimate_prompt_tokens,
+    estimate_text_tokens,
+    estimate_tokens,
+)
 from snaffle.shim.pricing import Pricing, load_pricing
 from snaffle.shim.transport import LeanTransport
-from snaffle.shim.wire import DONE_EVENT, inspect_event, parse_usage, passed_headers, split_events, usage_headers
+from snaffle.shim.wire import (
+    DONE_EVENT,
+    inspect_event,
+    parse_usage,
+    passed_headers,
+    split_events,
+    streamed_text,
+    usage_headers,
+)
 from snaffle.types import Usage
 
 log = logging.getLogger("snaffle.shim")
@@ -36,6 +52,8 @@ log = logging.getLogger("snaffle.shim")
 DEFAULT_RUN = "default"
 DEFAULT_INSTANCE = "default"
 LONG_PROMPT_BYTES = 32_768
+RELAYED_BYTES = 4 << 20
+"""A stream's events kept for estimating its usage if it breaks (beyond this, the estimate undercounts)."""
 
 Key = tuple[str, str]
 
@@ -63,6 +81,10 @@ class Call:
     ticket: Ticket | None = None
     reserved: bool = False
     finished: bool = False
+    payload: dict[str, Any] | None = None
+    """A stream's request, kept for estimating its usage if the stream breaks before reporting it."""
+    relayed: list[builtins.bytes] = field(default_factory=list)
+    """A stream's relayed events (up to RELAYED_BYTES), for the same estimate."""
 
     @property
     def key(self) -> Key:
@@ -147,6 +169,7 @@ class Shim:
             if call.ticket is None:
                 self._finish(call)  # refused above or cancelled while waiting: row written, slot freed
         if call.stream:
+            call.payload = payload
             return await self._stream(call, payload, body)
         return await self._complete(call, body)
 
@@ -312,6 +335,8 @@ class Shim:
                         call.usage = self._priced(call, usage)
                     if kind == "plain" or (kind == "usage" and not strip_usage):
                         kept.append(event)
+                if call.bytes <= RELAYED_BYTES:
+                    call.relayed += kept
                 if kept:
                     yield b"".join(kept)
             if buffer.strip():
@@ -363,6 +388,11 @@ class Shim:
         dollars = self.pricing.dollars(call.model, usage)
         return Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, dollars)
 
+    @staticmethod
+    def _estimate(call: Call) -> Usage:
+        prompt = estimate_prompt_tokens(call.payload or {})
+        return Usage(prompt, estimate_text_tokens(streamed_text(call.relayed)))
+
     def _finish(self, call: Call) -> Totals:
         """End a call once: free its pacer slot and turn, append its ledger row, update the tallies."""
         if call.finished:
@@ -372,8 +402,11 @@ class Shim:
             call.status, call.error_type = 499, call.error_type or "cancelled"
         if call.reserved:
             self._reserved[call.key] -= 1
-        usage = call.usage or Usage()
         unknown = call.usage is None and 200 <= call.status < 300
+        estimated = unknown and call.payload is not None
+        if estimated:  # a stream that broke before its usage: count what it cost, as an estimate
+            call.usage = self._priced(call, self._estimate(call))
+        usage = call.usage or Usage()
         if call.ticket is not None:
             self.pacer.release(call.ticket, None if unknown else usage.total_tokens)
         ttfb_ms = None if call.ttfb is None else round(call.ttfb * 1000, 3)
@@ -381,13 +414,14 @@ class Shim:
             call.ts, call.run, call.instance, call.number, call.model, call.stream, call.status,
             round((time.perf_counter() - call.t0) * 1000, 3), ttfb_ms, usage.prompt_tokens,
             usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, usage.dollars, unknown,
-            call.bytes, call.error_type,
+            call.bytes, call.error_type, estimated,
         )  # fmt: skip
         totals = self._totals[call.key] = self._totals[call.key].add(row)
         self._run_dollars[call.run] += usage.dollars
         if unknown:
             log.warning(
-                "call %d of %s/%s: %s after %d bytes, before its usage: usage unknown",
+                "call %d of %s/%s: %s after %d bytes, before its usage: usage unknown"
+                + (" (estimated)" if estimated else ""),
                 call.number, call.run, call.instance, call.error_type or "no usage", call.bytes,
             )  # fmt: skip
         self.ledger.append(row)

@@ -48,6 +48,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
         """,
     ),
+    (
+        "0003_usage_estimated",
+        "ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 """Append-only: never edit or reorder an applied migration; add a new one at the end."""
 
@@ -78,6 +82,8 @@ class LedgerRow:
     usage_unknown: bool = False
     bytes: int = 0
     error_type: str | None = None
+    usage_estimated: bool = False
+    """The upstream never reported usage (a stream that broke): the tokens are the shim's cl100k estimate."""
 
     @property
     def usage(self) -> Usage:
@@ -104,6 +110,7 @@ class Totals:
     calls: int = 0
     usage: Usage = Usage()
     usage_unknown: int = 0
+    usage_estimated: int = 0
     refused: int = 0
     errors: int = 0
     first_ts: float | None = None
@@ -114,6 +121,7 @@ class Totals:
             calls=self.calls + row.ok,
             usage=self.usage + row.usage,
             usage_unknown=self.usage_unknown + row.usage_unknown,
+            usage_estimated=self.usage_estimated + row.usage_estimated,
             refused=self.refused + (row.error_type in REFUSALS),
             errors=self.errors + (not row.ok and row.error_type not in REFUSALS),
             first_ts=row.ts if self.first_ts is None else min(self.first_ts, row.ts),
@@ -125,6 +133,7 @@ class Totals:
             "calls": self.calls,
             **self.usage.as_dict(),
             "usage_unknown": self.usage_unknown,
+            "usage_estimated": self.usage_estimated,
             "refused": self.refused,
             "errors": self.errors,
             "first_call_ts": self.first_ts,
@@ -137,6 +146,7 @@ TOTALS = """
     SELECT COUNT(*), COALESCE(MAX(call), 0), COALESCE(SUM(status BETWEEN 200 AND 299 AND error_type IS NULL), 0),
         COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cached_tokens), 0),
         COALESCE(SUM(reasoning_tokens), 0), COALESCE(SUM(dollars), 0.0), COALESCE(SUM(usage_unknown), 0),
+        COALESCE(SUM(usage_estimated), 0),
         COALESCE(SUM(error_type IN ('budget_exceeded', 'max_turns_exceeded', 'timeout')), 0), MIN(ts)
     FROM calls WHERE run = ? AND instance = ?
 """
@@ -190,11 +200,11 @@ class Ledger:
     def totals(self, run: str, instance: str) -> Totals:
         """Cumulative usage of one instance, from the committed rows."""
         with self._lock:
-            count, last, ok, p, c, ca, r, dollars, unknown, refused, first = self._conn.execute(
+            count, last, ok, p, c, ca, r, dollars, unknown, estimated, refused, first = self._conn.execute(
                 TOTALS, (run, instance)
             ).fetchone()
         usage = Usage(p, c, ca, r, dollars)
-        return Totals(last, ok, usage, unknown, refused, count - ok - refused, first)
+        return Totals(last, ok, usage, unknown, estimated, refused, count - ok - refused, first)
 
     def run_dollars(self, run: str) -> float:
         with self._lock:
@@ -231,7 +241,8 @@ class Ledger:
 
 def _row(values: tuple[object, ...]) -> LedgerRow:
     row = LedgerRow(*values)  # type: ignore[arg-type]
-    return replace(row, stream=bool(row.stream), usage_unknown=bool(row.usage_unknown))
+    return replace(row, stream=bool(row.stream), usage_unknown=bool(row.usage_unknown),
+                   usage_estimated=bool(row.usage_estimated))  # fmt: skip
 
 
 @contextmanager

@@ -136,6 +136,17 @@ def _encoding() -> Any:
 
 def estimate_tokens(payload: Mapping[str, Any]) -> int:
     """Tokens a chat-completions request will use: its prompt (cl100k, offline) plus its max completion."""
+    completion = payload.get("max_completion_tokens") or payload.get("max_tokens") or 0
+    return estimate_prompt_tokens(payload) + int(completion)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Tokens of a text (cl100k, offline): an estimate, not the model's own tokenizer."""
+    return len(_encoding().encode_ordinary(text)) if text else 0
+
+
+def estimate_prompt_tokens(payload: Mapping[str, Any]) -> int:
+    """Prompt tokens of a chat-completions request: its messages and tools (cl100k, offline), an estimate."""
     parts: list[str] = []
     messages = payload.get("messages") or []
     for message in messages:
@@ -148,6 +159,4 @@ def estimate_tokens(payload: Mapping[str, Any]) -> int:
             parts.append(json.dumps(message["tool_calls"]))
     if payload.get("tools"):
         parts.append(json.dumps(payload["tools"]))
-    prompt = len(_encoding().encode_ordinary("\n".join(parts))) + MESSAGE_OVERHEAD_TOKENS * len(messages)
-    completion = payload.get("max_completion_tokens") or payload.get("max_tokens") or 0
-    return prompt + int(completion)
+    return estimate_text_tokens("\n".join(parts)) + MESSAGE_OVERHEAD_TOKENS * len(messages)

@@ -42,6 +42,24 @@ def inspect_event(event: bytes) -> tuple[str, Usage | None]:
     return ("usage" if usage is not None and not chunk.get("choices") else "plain"), usage
 
 
+def streamed_text(events: list[bytes]) -> str:
+    """The text a stream delivered in its chunks: content, reasoning and tool-call names and arguments."""
+    parts: list[str] = []
+    for event in events:
+        data = b"".join(line[5:] for line in event.splitlines() if line.startswith(b"data:"))
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        for choice in chunk.get("choices") or [] if isinstance(chunk, dict) else []:
+            delta = choice.get("delta") or {} if isinstance(choice, dict) else {}
+            parts += [str(delta.get(k) or "") for k in ("content", "reasoning_content")]
+            for call in delta.get("tool_calls") or []:
+                function = call.get("function") or {} if isinstance(call, dict) else {}
+                parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
+    return "".join(parts)
+
+
 def parse_usage(raw: object) -> Usage | None:
     """Tokens from an OpenAI `usage` object (cached and reasoning from its details, or DeepSeek's fields)."""
     if not isinstance(raw, dict):
