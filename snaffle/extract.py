@@ -40,7 +40,7 @@ def defining_blocks(answer: str, names: Sequence[str]) -> list[tuple[str, str]]:
     answer — that defines it)."""
     blocks = FENCE_RE.findall(answer) or [answer]
     found = []
-    for name in names:
+    for name in dict.fromkeys(names):  # two candidates of one name: the answer's def goes to the first
         pattern = re.compile(DEF_RE.format(name=re.escape(name)), re.MULTILINE)
         block = next((b for b in blocks if pattern.search(b)), None)
         if block is not None:

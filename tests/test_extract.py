@@ -55,6 +55,7 @@ def test_defining_blocks_picks_the_block_that_defines_each_entity() -> None:
     assert [n for n, _ in bare] == ["count"]
     both = "```python\ndef total(xs):\n    return 0\n\ndef count(xs):\n    return 1\n```"
     assert [n for n, _ in defining_blocks(both, ["count", "missing", "total"])] == ["count", "total"]
+    assert [n for n, _ in defining_blocks(both, ["count", "count"])] == ["count"]
 
 
 def test_unified_diff_is_recognised() -> None:
