@@ -73,7 +73,8 @@ class PytestRunner:
     def run(self, target: str, state: str) -> PytestRun:
         args = ["-k", target[3:].strip()] if target.startswith("-k ") else shlex.split(target)
         command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
-        done = run_command(command, self.workspace.root, self.sandbox.env, time_left(TEST_TIMEOUT_S, self.deadline))
+        env = self.sandbox.env_for(self.workspace.root)
+        done = run_command(command, self.workspace.root, env, time_left(TEST_TIMEOUT_S, self.deadline))
         if done.timed_out:
             return PytestRun(target, state, False, f"tests timed out after {TEST_TIMEOUT_S:.0f} s")
         return PytestRun(target, state, done.returncode == 0, summarize_pytest(done.output, done.returncode))
@@ -136,13 +137,12 @@ class Executor:
         return f"{output}\n[{status}]{note}"
 
     def _run(self, code: str, scratch: Path) -> Completed:
-        env = dict(self.sandbox.env)
-        paths = [str(self.workspace.root)]
+        guard = []
         if not self.isolate_network:
             (scratch / "guard").mkdir()
             (scratch / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD)
-            paths.insert(0, str(scratch / "guard"))
-        env["PYTHONPATH"] = ":".join(paths)
+            guard = [str(scratch / "guard")]
+        env = self.sandbox.env_for(self.workspace.root, *guard)
         command = [sys.executable, "-c", code]
         if self.isolate_network:
             command = ["unshare", "--net", "--", *command]

@@ -38,7 +38,7 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
         command = [sys.executable, "-m", "coverage", "run", f"--rcfile={scratch / 'coveragerc'}",
                    f"--data-file={scratch / 'coverage'}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    f"--junitxml={scratch / 'junit.xml'}", test_file]  # fmt: skip
-        run_command(command, index.root, sandbox.env, SBFL_TIMEOUT_S)
+        run_command(command, index.root, sandbox.env_for(index.root), SBFL_TIMEOUT_S)
         outcomes = junit_outcomes(scratch / "junit.xml")
         lines = covered_lines(scratch / "coverage", index.root)
     failed = {name for name, ok in outcomes.items() if not ok}

@@ -55,6 +55,25 @@ class Sandbox:
         )
         return cls(scratch, env)
 
+    def env_for(self, root: Path, *first: str) -> dict[str, str]:
+        """The environment for running a repository's code: its import roots (and `first`) on PYTHONPATH."""
+        return {**self.env, "PYTHONPATH": os.pathsep.join([*first, *map(str, import_roots(root))])}
+
+
+SOURCE_DIRS = ("src", "lib")
+"""Directories that hold a repository's packages in a src layout (not packages themselves)."""
+
+
+def import_roots(root: Path) -> list[Path]:
+    """Where a repository's top-level modules import from: the root, and `src/` or `lib/` when they hold
+    packages (an uninstalled src-layout project imports nothing from its root)."""
+    roots = [root]
+    for name in SOURCE_DIRS:
+        path = root / name
+        if path.is_dir() and not (path / "__init__.py").exists() and any(path.glob("*/__init__.py")):
+            roots.append(path)
+    return roots
+
 
 def _link_host_packages(env_dir: Path) -> None:
     purelib = Path(sysconfig.get_paths(vars={"base": str(env_dir), "platbase": str(env_dir)})["purelib"])

@@ -9,7 +9,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from snaffle.gates import is_test_file
 from snaffle.junit import read_cases
@@ -64,7 +64,7 @@ class Candidate:
 
 def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
     """Test files that import one of `files`' modules or are named after one (test_<stem>.py)."""
-    modules = {_module_name(f) for f in files}
+    modules = {module_name(index.root, f) for f in files}
     stems = {Path(f).stem for f in files}
     found: list[str] = []
     for test in (f for f in index.files() if is_test_file(f) and Path(f).name.startswith("test")):
@@ -75,8 +75,14 @@ def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
     return sorted(found, key=lambda t: (Path(t).stem.removeprefix("test_") not in stems, t))[:MAX_RELATED_TEST_FILES]
 
 
-def _module_name(path: str) -> str:
-    dotted = path.removesuffix(".py").replace("/", ".")
+def module_name(root: Path, path: str) -> str:
+    """The dotted name `path` imports as: counted from the first directory up that is not a package, so
+    `src/pkg/mod.py` is `pkg.mod`."""
+    parts = list(PurePosixPath(path).with_suffix("").parts)
+    top = len(parts) - 1
+    while top > 0 and (root.joinpath(*parts[:top]) / "__init__.py").is_file():
+        top -= 1
+    dotted = ".".join(parts[top:])
     return dotted.removesuffix(".__init__")
 
 
@@ -88,7 +94,7 @@ def run_tests(
         return TestOutcomes(frozenset(), frozenset(), False)
     with tempfile.TemporaryDirectory(prefix="snaffle-validate-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        env = {**sandbox.env, "PYTHONPATH": str(workspace.root)}
+        env = sandbox.env_for(workspace.root)
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
                    "--continue-on-collection-errors",
                    f"--rootdir={workspace.root}", *targets, *extra_paths]  # fmt: skip

@@ -11,10 +11,11 @@ import pytest
 from snaffle.model import ModelConfig
 from snaffle.pipeline import PipelineConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.shell import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from snaffle.validate import normalize_source
-from tests.conftest import make_repo
+from snaffle.validate import module_name, normalize_source
+from tests.conftest import CALC_SOURCE, CALC_TEST, make_repo
 from tests.test_harness import Start, repo_tests_pass
 
 DONE = {"content": "DONE"}
@@ -272,3 +273,27 @@ def test_a_docstring_only_patch_is_not_a_fix(calc_repo: Path, scripted: Start, t
     assert attempt.exit_status == "no_valid_patch" and attempt.patch == ""
     validate = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
     assert validate[0]["semantic"] is False
+
+
+def test_a_src_layout_repo_is_validated_by_its_own_tests(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"src/calc/__init__.py": CALC_SOURCE, "tests/test_calc.py": CALC_TEST,
+                                         "pyproject.toml": "[project]\nname = 'calc'\n"})  # fmt: skip
+    fix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
+    server = scripted([{"content": fix}])
+    out = tmp_path / "run"
+    attempt = agentless(repo, TRACEBACK_ISSUE, server.base_url, out, samples=1, reproduce=False, one_shot=True)
+    stage = {e["stage"]: e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage")}
+    assert stage["regression_baseline"]["files"] == ["tests/test_calc.py"]  # `import calc` is src/calc
+    assert stage["regression_baseline"]["decision"].startswith("1 passing tests")  # test_mul imports and passes
+    assert attempt.exit_status == "validated" and stage["validate"]["fixed"] == 1
+
+
+def test_module_names_count_from_the_first_directory_that_is_not_a_package(tmp_path: Path) -> None:
+    for name in ("src/pkg/__init__.py", "src/pkg/sub/__init__.py", "flat/__init__.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert module_name(tmp_path, "src/pkg/sub/mod.py") == "pkg.sub.mod"
+    assert module_name(tmp_path, "src/pkg/__init__.py") == "pkg"
+    assert module_name(tmp_path, "flat/core.py") == "flat.core"
+    assert module_name(tmp_path, "setup.py") == "setup"
+    assert import_roots(tmp_path) == [tmp_path, tmp_path / "src"]
