@@ -429,14 +429,14 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
     groups = {label: group for label, group in groups.items() if group}
     sums = {label: summarize(group) for label, group in groups.items()}
     base = sums.get(baseline)
-    head = (f"{'variant':<34} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
+    head = (f"{'variant':<42} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
             f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
             f"| vs {baseline}: resolved prompt output calls time")  # fmt: skip
     lines = [head, "-" * len(head)]
     for label, s in sums.items():
         ratios = " ".join(ratio(s[k], base[k]) for k in RATIO_KEYS) if base else "-"
         applied = "-" if s["applied_rate"] != s["applied_rate"] else f"{s['applied_rate']:.0%}"
-        lines.append(f"{label:<34} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
+        lines.append(f"{label:<42} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
                      f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
                      f"{int(s['replayed']):>8} {applied:>8} "
                      f"{s['out_per_task']:>8.0f} | {ratios}")  # fmt: skip
