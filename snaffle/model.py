@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
+from snaffle import lenient_json
 from snaffle.exceptions import LimitsExceeded, ModelError, UserError
 from snaffle.types import Message, ModelReply, ToolCall, Usage
 
@@ -226,21 +227,20 @@ def decode_text_calls(content: str) -> tuple[ToolCall, ...]:
 
 
 def untagged_calls(content: str) -> list[str]:
-    """JSON objects that look like tool calls (`name` and `arguments` keys), in order of appearance."""
-    decoder = json.JSONDecoder()
+    """Objects that look like tool calls (`name` and `arguments` keys), in order of appearance: JSON, or the
+    Python-literal dialect small models drift into (see `lenient_json`)."""
     found: list[str] = []
-    position = content.find("{")
-    while position != -1:
+    taken = 0
+    for start, end in lenient_json.objects(content):
+        if start < taken:
+            continue  # inside a call already found
         try:
-            value, end = decoder.raw_decode(content, position)
-        except json.JSONDecodeError:
-            position = content.find("{", position + 1)
+            value = lenient_json.loads(content[start:end])
+        except ValueError:
             continue
         if isinstance(value, dict) and "name" in value and ("arguments" in value or "parameters" in value):
-            found.append(content[position:end])
-            position = content.find("{", end)
-        else:
-            position = content.find("{", position + 1)
+            found.append(content[start:end])
+            taken = end
     return found
 
 
@@ -258,11 +258,12 @@ def _text_call(raw: str, call_id: str) -> ToolCall:
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    """Decode a JSON object; on failure return the parser's message (truncated JSON, wrong type)."""
+    """Decode a JSON object (or the Python-literal dialect of one); on failure the JSON parser's message
+    (truncated JSON, wrong type)."""
     try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        return {}, f"{exc.msg} at position {exc.pos} of {len(raw)} characters"
+        value = lenient_json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        return {}, str(exc)
     if not isinstance(value, dict):
         return {}, f"expected a JSON object, got {type(value).__name__}"
     return value, None

@@ -260,3 +260,16 @@ def test_script_exhaustion_is_a_model_error(calc_repo: Path, scripted: Start, tm
     attempt = run(calc_repo, server, tmp_path / "run")
     assert attempt.exit_status == "model_error"
     assert json.loads((tmp_path / "run" / "result.json").read_text())["patch_kind"] == "empty"
+
+
+def test_a_python_literal_tool_call_in_text_is_run(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    # what small models write instead of JSON: single quotes and a raw string, untagged in a fence
+    call = "```json\n{'name': 'bash', 'arguments': {'command': r'grep -c \"a - b\" calc/__init__.py'}}\n```"
+    server = scripted([{"content": call}, {"content": "DONE"}])
+    out = tmp_path / "run"
+    run(calc_repo, server, out, protocol="text")
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    (tool_call,) = trajectory.of_type("tool_call")
+    assert tool_call["valid"] and tool_call["arguments"] == {"command": 'grep -c "a - b" calc/__init__.py'}
+    (result,) = trajectory.of_type("tool_result")
+    assert result["ok"] and result["output"].strip() == "1"
