@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.tools import ToolFailure
+from snaffle.types import SOURCE_DIRS
 
 OUTPUT_CAP = 8_000
 BASH_TIMEOUT_S = 60.0
@@ -58,10 +59,6 @@ class Sandbox:
     def env_for(self, root: Path, *first: str) -> dict[str, str]:
         """The environment for running a repository's code: its import roots (and `first`) on PYTHONPATH."""
         return {**self.env, "PYTHONPATH": os.pathsep.join([*first, *map(str, import_roots(root))])}
-
-
-SOURCE_DIRS = ("src", "lib")
-"""Directories that hold a repository's packages in a src layout (not packages themselves)."""
 
 
 def import_roots(root: Path) -> list[Path]:

@@ -26,6 +26,8 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser, Tree
 
+from snaffle.types import SOURCE_DIRS
+
 CACHE_FORMAT = "snaffle-structure/1"
 PYTHON_SUFFIX = ".py"
 SKIP_DIRS = frozenset(
@@ -720,10 +722,21 @@ class RepoIndex:
         if _outside(normal):
             raise SelectorError(f"{path!r} is outside the repository; use a path relative to its root")
         if not (self.root / normal).is_file():
-            raise self._path_error(normal)
+            normal = self._meant(normal)
         if not normal.endswith(PYTHON_SUFFIX):
             raise SelectorError(f"{normal} is not a Python file, so it has no entities; search it with search_code")
         return normal
+
+    def _meant(self, path: str) -> str:
+        """The file a missing `path` most likely means, when exactly one reading exists: a module path for a package
+        (`pkg.py` is `pkg/__init__.py`) or a path inside a source directory (`pkg/mod.py` is `src/pkg/mod.py`);
+        else the SelectorError listing close files."""
+        readings = [path.removesuffix(PYTHON_SUFFIX) + "/__init__.py"] if path.endswith(PYTHON_SUFFIX) else []
+        readings += [f"{source}/{path}" for source in SOURCE_DIRS]
+        found = [r for r in readings if (self.root / r).is_file()]
+        if len(found) != 1:
+            raise self._path_error(path)
+        return found[0]
 
     def _path_error(self, path: str) -> SelectorError:
         files = self.files()

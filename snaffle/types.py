@@ -133,6 +133,9 @@ class Mechanisms:
 
 
 MECHANISMS = tuple(f.name for f in fields(Mechanisms))
+
+SOURCE_DIRS = ("src", "lib")
+"""Directories that hold a repository's packages in a src layout (not packages themselves)."""
 ALL_MECHANISMS = Mechanisms()
 
 

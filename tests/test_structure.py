@@ -505,3 +505,18 @@ def test_empty_module(index: RepoIndex) -> None:
     (module,) = index.entities("sub/__init__.py")
     assert (module.kind, module.start_line, module.end_line, module.end_byte, module.doc) == ("module", 0, 0, 0, "")
     assert index.skeleton("sub/__init__.py") == ""
+
+
+def test_a_module_path_for_a_package_or_a_src_path_resolves_to_the_one_file_it_means(tmp_path: Path) -> None:
+    files = {"inflect/__init__.py": "def ordinal(n):\n    return 'th'\n",
+             "src/semv/version.py": "def bump():\n    pass\n"}  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    index = RepoIndex(tmp_path)
+    assert index.resolve("./inflect.py::ordinal").selector == "inflect/__init__.py::ordinal"
+    assert index.resolve("semv/version.py::bump").selector == "src/semv/version.py::bump"
+    (tmp_path / "lib" / "semv").mkdir(parents=True)
+    (tmp_path / "lib" / "semv" / "version.py").write_text("def bump():\n    pass\n")
+    with pytest.raises(SelectorError, match="no file semv/version.py"):  # two readings: no guess
+        index.resolve("semv/version.py::bump")
