@@ -35,7 +35,7 @@ import tomllib
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -243,13 +243,9 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     shutil.copytree(pristine, repo, symlinks=True)
     failed_before = not judge(task, pristine, base / "judge-before")
     failing_test = give_test(task, repo) if bench.given_test else None
-    stats = ScopeStats()
     started = time.monotonic()
-    if bench.proxy is None:
+    with bench.proxy.scope() if bench.proxy else nullcontext(ScopeStats()) as stats:
         status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
-    else:
-        with bench.proxy.scope() as stats:
-            status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
     wall = time.monotonic() - started
     row = {
         "kind": "run", "variant": variant.label, "arm": variant.arm, "task": task.id, "status": status,
