@@ -3,7 +3,7 @@
     python bench/ab_bench.py [--arms agentless-oneshot,minimal] [--tasks REGEX] [--limit N] [--model-size 1.5b]
     python bench/ab_bench.py --ablate NAME[,NAME…|all] [--arms agentless]   # with vs without each mechanism
     python bench/ab_bench.py --edit-formats                        # one-shot rewrite | search_replace | auto
-    python bench/ab_bench.py --prompts bench/prompts/skip-docstrings  # the same arms with replaced prompt files
+    python bench/ab_bench.py --prompts bench/prompts/keep-docstrings  # the same arms with replaced prompt files
     python bench/ab_bench.py --report-only                         # the table from saved rows
 
 Tasks (bench/ab_tasks.toml) are bugs planted in real PyPI packages, downloaded by pinned version at bench time into
