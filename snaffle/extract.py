@@ -9,6 +9,7 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 SEARCH_REPLACE_RE = re.compile(
     r"(?:^(?P<selector>\S+\.py(?:::\S+)?)[ \t]*\n)?"
@@ -91,6 +92,19 @@ def reindent(snippet: str, target: str) -> str | None:
     return None
 
 
+def one_shot_for(model: str) -> bool:
+    """Whether the agentless arm repairs with one tool-less call per sample for this model (data, measured)."""
+    return bool(_model_entry(model).get("one_shot", _repair_table()["default"]["one_shot"]))
+
+
+def _repair_table() -> dict[str, Any]:
+    return tomllib.loads(resources.files("snaffle.data").joinpath("edit_formats.toml").read_text())
+
+
+def _model_entry(model: str) -> dict[str, Any]:
+    return next((m for m in _repair_table().get("models", []) if m["match"].lower() in model.lower()), {})
+
+
 def is_unified_diff(answer: str) -> bool:
     """Whether the answer is a unified diff (recognised so it can be refused with a precise reason)."""
     return bool(re.search(r"^--- \S+.*\n\+\+\+ \S+.*\n@@ ", answer, re.MULTILINE))
@@ -98,12 +112,8 @@ def is_unified_diff(answer: str) -> bool:
 
 def edit_format_for(model: str, entity_lines: int, configured: str | None = None) -> str:
     """`rewrite` or `search_replace` for this model and entity size, from snaffle/data/edit_formats.toml."""
-    table = tomllib.loads(resources.files("snaffle.data").joinpath("edit_formats.toml").read_text())
-    default = table["default"]
-    chosen = configured or next(
-        (m["edit_format"] for m in table.get("models", []) if m["match"].lower() in model.lower()),
-        default["edit_format"],
-    )
+    default = _repair_table()["default"]
+    chosen = configured or str(_model_entry(model).get("edit_format", default["edit_format"]))
     if chosen == "auto":
         return "rewrite" if entity_lines <= int(default["auto_max_lines"]) else "search_replace"
     if chosen not in EDIT_FORMATS:

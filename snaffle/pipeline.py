@@ -17,7 +17,7 @@ from pathlib import Path
 
 from snaffle import prompts
 from snaffle.exceptions import Interrupt, LimitsExceeded
-from snaffle.extract import FENCE_RE
+from snaffle.extract import FENCE_RE, one_shot_for
 from snaffle.harness import Outcome, Pricer
 from snaffle.localize import Localization, Localizer
 from snaffle.model import ModelConfig, OpenAIModel
@@ -38,13 +38,18 @@ class PipelineConfig:
     temperature: float = 0.8
     top_k: int = 3
     concurrency: int = 1
-    one_shot: bool = False
+    one_shot: bool | None = None
+    """One tool-less call per sample, or a capped tool loop; None: the model's entry in data/edit_formats.toml."""
     edit_format: str | None = None
     """rewrite, search_replace or auto; None: the model's entry in snaffle/data/edit_formats.toml."""
     repair_turns: int = 8
     reproduce: bool = True
     stop_after_green: bool = True
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
+
+    def for_model(self, model: str) -> PipelineConfig:
+        """This configuration with the model's measured defaults filled in where none was given."""
+        return self if self.one_shot is not None else replace(self, one_shot=one_shot_for(model))
 
     def ablated(self, mechanisms: Mechanisms) -> PipelineConfig:
         """This configuration with the switched-off mechanisms applied (sampling off: one greedy sample)."""

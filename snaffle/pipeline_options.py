@@ -17,7 +17,13 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--sample-temperature", type=float, default=0.8)
     group.add_argument("--top-k", type=int, default=3, help="localized entities shown to the model")
     group.add_argument("--concurrency", type=int, default=1, help="samples run at once")
-    group.add_argument("--one-shot", action="store_true", help="no tools: one call per sample, edit extracted")
+    mode = group.add_mutually_exclusive_group()
+    mode.add_argument("--one-shot", action="store_true", default=None,
+                      help="no tools: one call per sample, edit extracted (default for models measured to do better "
+                      "so: see data/edit_formats.toml)")  # fmt: skip
+    mode.add_argument(
+        "--loop", dest="one_shot", action="store_false", default=None, help="a capped tool loop per sample"
+    )
     group.add_argument(
         "--edit-format",
         choices=("rewrite", "search_replace", "auto"),

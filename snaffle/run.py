@@ -6,7 +6,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key, *config.secrets), config.observer)
     started = time.monotonic()
     deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
+    config = replace(config, pipeline=config.pipeline.for_model(config.model.model))
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
             sandbox = Sandbox.create(Path(scratch) / "sandbox")

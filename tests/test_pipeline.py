@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from snaffle.extract import one_shot_for
 from snaffle.model import ModelConfig
 from snaffle.pipeline import PipelineConfig
+from snaffle.pipeline_options import add_pipeline_args, pipeline_config
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.shell import import_roots
 from snaffle.trajectory import read_trajectory
@@ -297,3 +300,29 @@ def test_module_names_count_from_the_first_directory_that_is_not_a_package(tmp_p
     assert module_name(tmp_path, "flat/core.py") == "flat.core"
     assert module_name(tmp_path, "setup.py") == "setup"
     assert import_roots(tmp_path) == [tmp_path, tmp_path / "src"]
+
+
+def test_a_model_measured_to_do_better_one_shot_gets_it_by_default(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    assert one_shot_for("qwen2.5-coder-1.5b-instruct-q4_k_m") and not one_shot_for("gpt-4o")
+    fix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
+    server = scripted([{"content": fix}])
+    out = tmp_path / "run"
+    model = ModelConfig(server.base_url, "qwen2.5-coder-1.5b-instruct-q4_k_m")
+    config = SolveConfig("agentless", model, Limits(max_turns=5), out, zero_pricer,
+                         pipeline=PipelineConfig(samples=1, reproduce=False))  # fmt: skip
+    attempt = solve(Task(calc_repo, TRACEBACK_ISSUE), config)
+    assert attempt.exit_status == "validated" and len(server.requests) == 1
+    assert "tools" not in server.requests[0].body
+    header = read_trajectory(out / "trajectory.jsonl").header
+    assert header is not None and header["config"]["pipeline"]["one_shot"] is True
+
+
+@pytest.mark.parametrize(("flags", "one_shot"), [([], None), (["--one-shot"], True), (["--loop"], False)])
+def test_one_shot_and_loop_flags(flags: list[str], one_shot: bool | None) -> None:
+    parser = argparse.ArgumentParser()
+    add_pipeline_args(parser)
+    assert pipeline_config(parser.parse_args(flags)).one_shot is one_shot
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--one-shot", "--loop"])
