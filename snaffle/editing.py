@@ -10,7 +10,7 @@ import difflib
 import re
 import textwrap
 
-from snaffle.extract import isolate_definition
+from snaffle.extract import code_blocks, isolate_definition, pick_block
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
 from snaffle.primitives import RepoView
 from snaffle.structure import Entity
@@ -18,7 +18,6 @@ from snaffle.tools import ToolFailure
 from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms
 
 DIFF_CONTEXT = 2
-FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -79,7 +78,7 @@ class EntityEditor:
         try:
             return rewrite(entity, old, new_source)
         except UnparsableAnswer:
-            name = entity.qualname.rsplit(".", 1)[-1].split("@")[0]
+            name = entity.name
             alone = isolate_definition(pick_block(new_source, name), name)
             if alone is None:
                 raise
@@ -144,7 +143,7 @@ def nearest_candidate(text: str, search: str) -> str:
 
 def rewrite(entity: Entity, old: str, new_source: str) -> str:
     """The entity's new text from an answer: its def/class taken out, checked and re-indented to fit."""
-    name = entity.qualname.rsplit(".", 1)[-1].split("@")[0]
+    name = entity.name
     code = pick_block(new_source, name)
     try:
         tree = ast.parse(code)
@@ -163,8 +162,9 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
 def keep_docstring(old: str, segment: str) -> str:
     """The rewritten definition with the old docstring put back when the answer left it out (a weak model spends
     fewer output tokens when it may skip docstrings; a fix never needs to delete one)."""
+    dedented = textwrap.dedent(old)
     try:
-        old_node, new_node = _first_definition(textwrap.dedent(old)), _first_definition(segment)
+        old_node, new_node = _first_definition(dedented), _first_definition(segment)
     except SyntaxError:
         return segment
     if old_node is None or new_node is None or ast.get_docstring(new_node) is not None:
@@ -172,7 +172,7 @@ def keep_docstring(old: str, segment: str) -> str:
     if ast.get_docstring(old_node) is None or new_node.body[0].lineno == new_node.lineno:
         return segment
     doc = old_node.body[0]
-    old_lines = textwrap.dedent(old).splitlines(keepends=True)[doc.lineno - 1 : doc.end_lineno]
+    old_lines = dedented.splitlines(keepends=True)[doc.lineno - 1 : doc.end_lineno]
     pad = " " * new_node.body[0].col_offset
     moved = [pad + line[doc.col_offset :] if line[: doc.col_offset].isspace() else line for line in old_lines]
     lines = segment.splitlines(keepends=True)
@@ -182,13 +182,6 @@ def keep_docstring(old: str, segment: str) -> str:
 
 def _first_definition(code: str) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
     return next((n for n in ast.parse(code).body if isinstance(n, DEFINITIONS)), None)
-
-
-def pick_block(answer: str, name: str) -> str:
-    """The fenced block that defines `name` (or the only/first block, or the whole answer), dedented."""
-    blocks = FENCE_RE.findall(answer) or [answer]
-    defining = [b for b in blocks if re.search(rf"^\s*(async\s+def|def|class)\s+{re.escape(name)}\b", b, re.M)]
-    return textwrap.dedent((defining or blocks)[0])
 
 
 def _definition(tree: ast.Module, name: str, entity: Entity) -> ast.stmt:
@@ -248,7 +241,7 @@ def answer_imports(answer: str, module: str) -> list[str]:
         return []
     bound = {n for node in tree.body for n in bound_names(node)}
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    wanted = [node for block in FENCE_RE.findall(answer) or [answer] for node in _statements(block)
+    wanted = [node for block in code_blocks(answer) for node in _statements(block)
               if isinstance(node, ast.Import | ast.ImportFrom)]  # fmt: skip
     return [ast.unparse(node) for node in wanted if any(n in used and n not in bound for n in bound_names(node))]
 

@@ -8,6 +8,7 @@ import textwrap
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -36,17 +37,32 @@ def search_replace_blocks(answer: str) -> list[SearchReplace]:
     return [SearchReplace(m["selector"], m["search"], m["replace"]) for m in SEARCH_REPLACE_RE.finditer(text)]
 
 
+def code_blocks(answer: str) -> list[str]:
+    """The answer's fenced code blocks, or the whole answer when it has none."""
+    return FENCE_RE.findall(answer) or [answer]
+
+
 def defining_blocks(answer: str, names: Sequence[str]) -> list[tuple[str, str]]:
     """For each of `names` the answer defines, in the order of `names`: (name, the first fenced block — or the bare
-    answer — that defines it)."""
-    blocks = FENCE_RE.findall(answer) or [answer]
+    answer — that defines it, dedented)."""
+    blocks = code_blocks(answer)
     found = []
     for name in dict.fromkeys(names):  # two candidates of one name: the answer's def goes to the first
-        pattern = re.compile(DEF_RE.format(name=re.escape(name)), re.MULTILINE)
-        block = next((b for b in blocks if pattern.search(b)), None)
+        block = _defining(blocks, name)
         if block is not None:
             found.append((name, textwrap.dedent(block)))
     return found
+
+
+def pick_block(answer: str, name: str) -> str:
+    """The block that defines `name` (or the first block, or the whole answer), dedented."""
+    blocks = code_blocks(answer)
+    return textwrap.dedent(_defining(blocks, name) or blocks[0])
+
+
+def _defining(blocks: Sequence[str], name: str) -> str | None:
+    pattern = re.compile(DEF_RE.format(name=re.escape(name)), re.MULTILINE)
+    return next((b for b in blocks if pattern.search(b)), None)
 
 
 def isolate_definition(code: str, name: str) -> str | None:
@@ -97,6 +113,7 @@ def one_shot_for(model: str) -> bool:
     return bool(_model_entry(model).get("one_shot", _repair_table()["default"]["one_shot"]))
 
 
+@cache
 def _repair_table() -> dict[str, Any]:
     return tomllib.loads(resources.files("snaffle.data").joinpath("edit_formats.toml").read_text())
 

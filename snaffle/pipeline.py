@@ -17,7 +17,7 @@ from pathlib import Path
 
 from snaffle import prompts
 from snaffle.exceptions import Interrupt, LimitsExceeded
-from snaffle.extract import FENCE_RE, one_shot_for
+from snaffle.extract import code_blocks, one_shot_for
 from snaffle.harness import Outcome, Pricer
 from snaffle.localize import Localization, Localizer
 from snaffle.model import ModelConfig, OpenAIModel
@@ -104,8 +104,8 @@ class Pipeline:
 
     def _run(self) -> Outcome:
         index = RepoIndex(self.workspace.root, cache_dir=default_cache_dir())
-        use_sbfl = self.task.failing_test and self.config.mechanisms.sbfl
-        sbfl = sbfl_scores(index, self.task.failing_test, self.sandbox) if use_sbfl and self.task.failing_test else None
+        failing = self.task.failing_test if self.config.mechanisms.sbfl else None
+        sbfl = sbfl_scores(index, failing, self.sandbox) if failing else None
         located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))
         context = RepairContext.build(index, located, self.config.top_k)
         self.stage("localize", f"{len(context.selectors)} candidates", candidates=list(context.selectors),
@@ -137,10 +137,9 @@ class Pipeline:
         model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
         reply = model.complete([{"role": "user", "content": prompt}], [], None)
         self.account(Outcome("reproduce", "", reply.usage.with_dollars(self.pricer(model.name, reply.usage)), 1, 0))
-        code = FENCE_RE.findall(reply.content)
         path = self.scratch / "repro" / "test_snaffle_repro.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(code[0] if code else reply.content, encoding="utf-8")
+        path.write_text(code_blocks(reply.content)[0], encoding="utf-8")
         outcome = run_tests(self.workspace, self.sandbox, [], [str(path)])
         kept = outcome.ran and bool(outcome.failed) and not outcome.errored
         self.repro = path if kept else None
@@ -178,14 +177,15 @@ class Pipeline:
         unpatched = normalized_key(clone, patch)
         clone.apply(patch)
         key = normalized_key(clone, patch)
-        worth_testing = bool(patch.strip()) and key != unpatched  # an empty or comment-only patch is invalid anyway
+        semantic = key != unpatched
+        worth_testing = bool(patch.strip()) and semantic  # an empty or comment-only patch is invalid anyway
         after = run_tests(clone, self.sandbox, self.related if worth_testing else [])
         regressions = sorted(self.before.passed - after.passed) if worth_testing else []
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
         candidate = Candidate(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
-                              reproduces, fixed, semantic=key != unpatched)  # fmt: skip
+                              reproduces, fixed, semantic)  # fmt: skip
         self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
                    regressions=list(candidate.regressions), fixes_failing=fixes_failing, reproduces=reproduces,
                    fixed=fixed, semantic=candidate.semantic)  # fmt: skip

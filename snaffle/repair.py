@@ -40,7 +40,7 @@ class RepairContext:
     def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
         entities = [index.resolve(c.selector) for c in located.entities if c.selector != c.path][:top_k]
         blocks = [_shown(index, e) for e in entities]
-        names = tuple(e.qualname.rsplit(".", 1)[-1].split("@")[0] for e in entities)
+        names = tuple(e.name for e in entities)
         sizes = tuple(e.end_line - e.start_line + 1 for e in entities)
         return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks), sizes)
 

@@ -22,7 +22,7 @@ from snaffle.pipeline import Pipeline, PipelineConfig
 from snaffle.shell import Sandbox
 from snaffle.structure import RepoIndex, default_cache_dir
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
-from snaffle.types import Attempt, Event, Limits, Mechanisms, Task, Usage
+from snaffle.types import ARMS, Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
 
@@ -86,7 +86,7 @@ def build_arm(
     if config.arm == "structured":
         index = RepoIndex(workspace.root, cache_dir=default_cache_dir())
         return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index, config.mechanisms)
-    raise UserError(f"unknown arm {config.arm!r}; choose one of: agentless, structured, minimal")
+    raise UserError(f"unknown arm {config.arm!r}; choose one of: {', '.join(ARMS)}")
 
 
 def run_loop(

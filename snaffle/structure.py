@@ -89,6 +89,11 @@ class Entity:
     """0 when the qualname is unique in its file, else its 1-based rank among the same-named definitions."""
 
     @property
+    def name(self) -> str:
+        """The last part of the qualname, as a def or class statement spells it (`Class.method@2` → `method`)."""
+        return self.qualname.rsplit(".", 1)[-1].split("@")[0]
+
+    @property
     def selector(self) -> str:
         if not self.qualname:
             return self.path
