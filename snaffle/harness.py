@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from snaffle import tokens
 from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
-from snaffle.messages import assistant_message, digest, observation_messages, response_record
+from snaffle.messages import assistant_message, model_call_event, observation_messages
 from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Limits, Message, Model, ModelReply, ToolCall, ToolResult, TrajectorySink, Usage
@@ -136,13 +135,8 @@ class Loop:
     def record_call(self, reply: ModelReply) -> None:
         usage = reply.usage.with_dollars(self.pricer(self.model.name, reply.usage))
         self.usage += usage
-        self.save({
-            "type": "model_call", "turn": self.turn, "messages_delta": self.messages[self.sent:],
-            "n_messages": len(self.messages), "messages_digest": digest(self.messages),
-            "prompt_estimate": tokens.count_messages(self.messages), "response": response_record(reply),
-            "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
-            "cumulative": {**self.usage.as_dict(), "turns": self.turn}, "shim": dict(reply.shim),
-        })  # fmt: skip
+        cumulative = {**self.usage.as_dict(), "turns": self.turn}
+        self.save(model_call_event(self.turn, self.messages, self.sent, reply, usage, cumulative))
         self.sent = len(self.messages) + 1
 
     def dispatch(self, reply: ModelReply) -> None:

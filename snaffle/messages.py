@@ -6,7 +6,8 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from snaffle.types import Message, ModelReply, ToolResult
+from snaffle import tokens
+from snaffle.types import Event, Message, ModelReply, ToolResult, Usage
 
 
 def assistant_message(reply: ModelReply) -> Message:
@@ -36,6 +37,17 @@ def response_record(reply: ModelReply) -> dict[str, object]:
         "finish_reason": reply.finish_reason,
         "protocol": reply.protocol,
     }
+
+
+def model_call_event(turn: int, messages: Sequence[Message], sent: int, reply: ModelReply, usage: Usage,
+                     cumulative: dict[str, object]) -> Event:  # fmt: skip
+    """The trajectory's `model_call` line: what was appended since the last call, the reply, its usage."""
+    return {
+        "type": "model_call", "turn": turn, "messages_delta": list(messages[sent:]), "n_messages": len(messages),
+        "messages_digest": digest(messages), "prompt_estimate": tokens.count_messages(messages),
+        "response": response_record(reply), "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
+        "cumulative": cumulative, "shim": dict(reply.shim),
+    }  # fmt: skip
 
 
 def digest(messages: Sequence[Message]) -> str:

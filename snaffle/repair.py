@@ -14,6 +14,7 @@ from snaffle.extract import defining_blocks, edit_format_for, is_unified_diff, r
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.localize import Localization
+from snaffle.messages import model_call_event
 from snaffle.observations import policy_for
 from snaffle.primitives import INLINE_BODY_LINES, Reader, RepoView
 from snaffle.runners import PytestRunner
@@ -114,11 +115,7 @@ def one_shot(view: RepoView, model: Model, context: RepairContext, sink: Traject
     except Interrupt as stop:
         return Outcome(stop.status, stop.message, Usage(), 0, time.monotonic() - started)
     usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
-    sink.write({"type": "model_call", "turn": 1, "messages_delta": messages, "n_messages": 1,
-                "response": {"content": reply.content, "tool_calls": [], "reasoning_content": reply.reasoning,
-                             "finish_reason": reply.finish_reason, "protocol": "text"},
-                "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
-                "cumulative": {**usage.as_dict(), "turns": 1}, "shim": dict(reply.shim)})  # fmt: skip
+    sink.write(model_call_event(1, messages, 0, reply, usage, {**usage.as_dict(), "turns": 1}))
     status, message = apply_answer(view, context, reply.content, sink, config.mechanisms)
     return Outcome(status, message, usage, 1, time.monotonic() - started)
 
