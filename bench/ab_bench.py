@@ -43,7 +43,9 @@ from typing import Any
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.pipeline import PipelineConfig
+from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
+from snaffle.validate import changed_lines
 
 TASKS_FILE = Path(__file__).with_name("ab_tasks.toml")
 ARMS = ("agentless", "agentless-oneshot", "structured", "minimal", "mini-swe-agent")
@@ -311,23 +313,12 @@ def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Pa
 
 
 def read_events(path: Path) -> list[Row]:
-    """Trajectory events; a torn last line is skipped."""
-    if not path.is_file():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return events
+    """Trajectory (or rows) events, none when the file is missing; a torn last line is skipped."""
+    return [dict(e) for e in read_trajectory(path).events] if path.is_file() else []
 
 
 def patch_lines(path: Path) -> int:
-    if not path.is_file():
-        return 0
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return sum(1 for x in lines if x[:1] in "+-" and not x.startswith(("+++ ", "--- ")))
+    return changed_lines(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else 0
 
 
 # ---- variants ----------------------------------------------------------------------------------------------------
