@@ -85,6 +85,8 @@ class Call:
     """A stream's request, kept for estimating its usage if the stream breaks before reporting it."""
     relayed: list[builtins.bytes] = field(default_factory=list)
     """A stream's relayed events (up to RELAYED_BYTES), for the same estimate."""
+    estimated: bool = False
+    """`usage` is the shim's estimate: the upstream never reported it."""
 
     @property
     def key(self) -> Key:
@@ -352,6 +354,7 @@ class Shim:
                 call.error_type = "client_disconnected"
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
+                await self._estimate_missing_usage(call)
                 self._finish(call)
         if done:
             yield DONE_EVENT
@@ -361,6 +364,7 @@ class Shim:
         if not call.finished:
             call.error_type = call.error_type or "client_disconnected"
             await upstream.aclose()
+            await self._estimate_missing_usage(call)
             self._finish(call)
 
     def _upstream_failed(self, call: Call, exc: httpx.HTTPError) -> tuple[int, bytes, dict[str, str]]:
@@ -388,10 +392,12 @@ class Shim:
         dollars = self.pricing.dollars(call.model, usage)
         return Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, dollars)
 
-    @staticmethod
-    def _estimate(call: Call) -> Usage:
-        prompt = estimate_prompt_tokens(call.payload or {})
-        return Usage(prompt, estimate_text_tokens(streamed_text(call.relayed)))
+    async def _estimate_missing_usage(self, call: Call) -> None:
+        """A stream that ended without its usage: count what it cost, as an estimate (encoded off the event loop,
+        where a long prompt would stall every other client)."""
+        if call.usage is None and call.payload is not None and 200 <= call.status < 300:
+            call.usage = self._priced(call, await asyncio.to_thread(_estimate, call.payload, call.relayed))
+            call.estimated = True
 
     def _finish(self, call: Call) -> Totals:
         """End a call once: free its pacer slot and turn, append its ledger row, update the tallies."""
@@ -402,10 +408,7 @@ class Shim:
             call.status, call.error_type = 499, call.error_type or "cancelled"
         if call.reserved:
             self._reserved[call.key] -= 1
-        unknown = call.usage is None and 200 <= call.status < 300
-        estimated = unknown and call.payload is not None
-        if estimated:  # a stream that broke before its usage: count what it cost, as an estimate
-            call.usage = self._priced(call, self._estimate(call))
+        unknown = (call.usage is None or call.estimated) and 200 <= call.status < 300
         usage = call.usage or Usage()
         if call.ticket is not None:
             self.pacer.release(call.ticket, None if unknown else usage.total_tokens)
@@ -414,18 +417,22 @@ class Shim:
             call.ts, call.run, call.instance, call.number, call.model, call.stream, call.status,
             round((time.perf_counter() - call.t0) * 1000, 3), ttfb_ms, usage.prompt_tokens,
             usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, usage.dollars, unknown,
-            call.bytes, call.error_type, estimated,
+            call.bytes, call.error_type, call.estimated,
         )  # fmt: skip
         totals = self._totals[call.key] = self._totals[call.key].add(row)
         self._run_dollars[call.run] += usage.dollars
         if unknown:
             log.warning(
                 "call %d of %s/%s: %s after %d bytes, before its usage: usage unknown"
-                + (" (estimated)" if estimated else ""),
+                + (" (estimated)" if call.estimated else ""),
                 call.number, call.run, call.instance, call.error_type or "no usage", call.bytes,
             )  # fmt: skip
         self.ledger.append(row)
         return totals
+
+
+def _estimate(payload: Mapping[str, Any], relayed: list[bytes]) -> Usage:
+    return Usage(estimate_prompt_tokens(payload), estimate_text_tokens(streamed_text(relayed)))
 
 
 class RelayResponse(StreamingResponse):
