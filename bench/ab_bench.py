@@ -37,6 +37,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,13 @@ def pristine_repo(task: BenchTask, cache: Path) -> Path:
     return repo
 
 
+@cache
+def fails_when_planted(task: BenchTask, pristine: Path) -> bool:
+    """The hidden test fails on the planted tree (judged once per task, not once per variant)."""
+    with tempfile.TemporaryDirectory(prefix="ab-judge-") as scratch:
+        return not judge(task, pristine, Path(scratch))
+
+
 def judge(task: BenchTask, repo: Path, scratch: Path) -> bool:
     """Whether the hidden judging test passes against `repo` (run from outside it, so the arm never saw it)."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -243,7 +251,7 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     shutil.rmtree(base, ignore_errors=True)
     repo = base / "repo"
     shutil.copytree(pristine, repo, symlinks=True)
-    failed_before = not judge(task, pristine, base / "judge-before")
+    failed_before = fails_when_planted(task, pristine)
     failing_test = give_test(task, repo) if bench.given_test else None
     started = time.monotonic()
     with bench.proxy.scope() if bench.proxy else nullcontext(ScopeStats()) as stats:
