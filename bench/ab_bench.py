@@ -43,10 +43,10 @@ from typing import Any
 
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
-from snaffle.pipeline import PipelineConfig
+from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.agentless.validate import changed_lines
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
-from snaffle.validate import changed_lines
 
 TASKS_FILE = Path(__file__).with_name("ab_tasks.toml")
 ARMS = ("agentless", "agentless-oneshot", "structured", "minimal", "mini-swe-agent")
@@ -308,7 +308,7 @@ def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Pa
 
             spec = AdapterSpec("mini-swe-agent", bench.model, temperature=0.0, tool_protocol="text")
             return MiniSweAgentAdapter(spec, out).run(snaffle_task, repo, bench.limits, bench.model_url).exit_status, ""
-        from snaffle.model import ModelConfig
+        from snaffle.model.client import ModelConfig
         from snaffle.run import SolveConfig, solve, zero_pricer
 
         model = ModelConfig(bench.model_url, bench.model, tool_protocol="text")
@@ -562,7 +562,7 @@ class endpoint:
     def __enter__(self) -> tuple[str, str]:
         if self.args.base_url:
             return str(self.args.base_url), str(self.args.model)
-        from snaffle.local_model import serve
+        from snaffle.model.local import serve
 
         server = serve(self.args.model_size, log=log)
         self.stop = server.stop

@@ -1,4 +1,4 @@
-"""Benchmark the repository index (snaffle.structure) on a large real tree: cold, warm and one-file refresh.
+"""Benchmark the repository index (snaffle.index.repo) on a large real tree: cold, warm and one-file refresh.
 
 Run: .venv/bin/python bench/index_bench.py [--root DIR] [--repeat 3] [--workers 2] [--max-lines N]
 
@@ -28,8 +28,8 @@ import time
 import warnings
 from pathlib import Path
 
-from snaffle import structure
-from snaffle.structure import RepoIndex
+from snaffle.index import repo as structure
+from snaffle.index.repo import RepoIndex
 
 TARGET_LINES = 500_000
 COLD_TARGET_S = 20.0

@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from snaffle.model import ModelConfig  # noqa: E402
+from snaffle.model.client import ModelConfig  # noqa: E402
 from snaffle.run import SolveConfig, solve, zero_pricer  # noqa: E402
 from snaffle.testing import ScriptedServer  # noqa: E402
 from snaffle.trace.analysis import analyze  # noqa: E402

@@ -7,13 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from snaffle import prompts, tokens
-from snaffle.editing import EntityEditor
-from snaffle.editor import Editor
-from snaffle.primitives import Reader, RepoView
-from snaffle.runners import Executor, PytestRunner
-from snaffle.shell import BASH_TIMEOUT_S, Sandbox, cut, run_command, time_left
-from snaffle.structure import RepoIndex
+from snaffle import prompts
+from snaffle.index.repo import RepoIndex
+from snaffle.model import tokens
+from snaffle.primitives.edit import EntityEditor
+from snaffle.primitives.editor import Editor
+from snaffle.primitives.reader import Reader, RepoView
+from snaffle.primitives.runners import Executor, PytestRunner
+from snaffle.sandbox import BASH_TIMEOUT_S, Sandbox, cut, run_command, time_left
 from snaffle.tools import Registry
 from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
 from snaffle.workspace import Workspace

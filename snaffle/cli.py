@@ -15,9 +15,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from snaffle import __version__, demo, local_model
+from snaffle import __version__, demo
+from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.exceptions import UserError
-from snaffle.pipeline_options import add_pipeline_args, pipeline_config
+from snaffle.model import local as local_model
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
@@ -25,7 +26,7 @@ from snaffle.types import ARMS, Limits, Task
 from snaffle.workspace import Workspace
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
-    from snaffle.model import ModelConfig
+    from snaffle.model.client import ModelConfig
     from snaffle.run import SolveConfig
 
 SHIM_RUN = "solve"
@@ -99,7 +100,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from snaffle.model import check_endpoint
+    from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, solve
     from snaffle.shim.pricing import load_pricing
 
@@ -164,7 +165,7 @@ def read_issue(args: argparse.Namespace) -> str:
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:
-    from snaffle.model import ModelConfig
+    from snaffle.model.client import ModelConfig
 
     if not args.base_url:
         raise UserError("no model endpoint: pass --base-url or set SNAFFLE_BASE_URL")
@@ -212,7 +213,7 @@ def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
-    from snaffle.localize import localize_repo
+    from snaffle.agentless.localize import localize_repo
 
     issue = read_issue(args)
     Workspace.open(args.repo).close()

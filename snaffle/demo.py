@@ -13,11 +13,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from snaffle import local_model
+from snaffle.model import local as local_model
 from snaffle.types import Event, Limits, Task
 
 if TYPE_CHECKING:
-    from snaffle.model import ModelConfig
+    from snaffle.model.client import ModelConfig
 
 EXAMPLE = "median"
 DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from snaffle.model import ModelConfig
+    from snaffle.model.client import ModelConfig
     from snaffle.testing import ScriptedServer, load_script
 
     example = resources.files("snaffle.examples").joinpath(EXAMPLE)
@@ -77,7 +77,7 @@ def prepare_repo(source: Path, target: Path) -> Path:
 
 
 def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
-    from snaffle.pipeline import PipelineConfig
+    from snaffle.agentless.pipeline import PipelineConfig
     from snaffle.run import SolveConfig, solve, zero_pricer
 
     pipeline = PipelineConfig(samples=DEMO_SAMPLES, one_shot=True)

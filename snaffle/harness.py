@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
-from snaffle.messages import assistant_message, model_call_event, observation_messages
+from snaffle.model.messages import assistant_message, model_call_event, observation_messages
 from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import Limits, Message, Model, ModelReply, ToolCall, ToolResult, TrajectorySink, Usage

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from snaffle import tokens
+from snaffle.model import tokens
 from snaffle.types import Event, Mechanisms, Message, ToolCall, ToolResult
 
 COLLAPSED = "[collapsed]"

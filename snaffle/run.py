@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 
 from snaffle import __version__
+from snaffle.agentless.pipeline import Pipeline, PipelineConfig
 from snaffle.arms import ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
-from snaffle.model import ModelConfig, OpenAIModel
+from snaffle.index.repo import RepoIndex, default_cache_dir
+from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig, policy_for
-from snaffle.pipeline import Pipeline, PipelineConfig
-from snaffle.shell import Sandbox
-from snaffle.structure import RepoIndex, default_cache_dir
+from snaffle.sandbox import Sandbox
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
 from snaffle.types import ARMS, Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch

@@ -16,9 +16,9 @@ import pytest
 from snaffle.adapters import AdapterSpec, ArmAdapter, MiniSweAgentAdapter, build_adapter
 from snaffle.adapters.mini_trajectory import MiniConverter, exit_status
 from snaffle.exceptions import UserError
+from snaffle.swebench.batch import BatchConfig, run_batch
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.progress import LineProgress
-from snaffle.swebench.runner import BatchConfig, run_batch
 from snaffle.swebench.workspaces import Sources
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory

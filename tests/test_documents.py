@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.documents import (
+from snaffle.agentless.documents import (
     DOCUMENTS_DIR,
     Bm25Params,
     DocumentStore,
@@ -16,7 +16,7 @@ from snaffle.documents import (
     idf,
     query_weights,
 )
-from snaffle.structure import parse_source
+from snaffle.index.repo import parse_source
 
 SOURCE = b'''"""Parcel shipping."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.editor import Editor
+from snaffle.primitives.editor import Editor
 from snaffle.tools import ToolFailure
 from snaffle.workspace import Workspace
 from tests.conftest import make_repo

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.extract import (
+from snaffle.primitives.extract import (
     defining_blocks,
     edit_format_for,
     is_unified_diff,
@@ -97,9 +97,9 @@ def test_recorded_rewrites_of_the_local_model_are_extracted(sample: int, fixed: 
 
 
 def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_path: Path) -> None:
-    from snaffle.editing import EntityEditor
-    from snaffle.primitives import RepoView
-    from snaffle.structure import RepoIndex
+    from snaffle.index.repo import RepoIndex
+    from snaffle.primitives.edit import EntityEditor
+    from snaffle.primitives.reader import RepoView
     from snaffle.tools import ToolFailure
     from snaffle.workspace import Workspace
     from tests.conftest import make_repo

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from snaffle.model import ModelConfig
+from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory

@@ -1,4 +1,4 @@
-"""Tests for snaffle.local_model: assembly from chunks, the cache stamp, errors, and (opt-in) the real server."""
+"""Tests for snaffle.model.local: assembly from chunks, the cache stamp, errors, and (opt-in) the real server."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from snaffle import local_model
 from snaffle.exceptions import UserError
-from snaffle.local_model import LocalServer, ModelSpec
+from snaffle.model import local as local_model
+from snaffle.model.local import LocalServer, ModelSpec
 
 
 def make_parts(directory: Path, chunks: tuple[bytes, ...]) -> list[Path]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
-from snaffle.localize import Localizer, Signals, Weights, imported_modules, is_peripheral, rank
-from snaffle.sbfl import ochiai, sbfl_scores
-from snaffle.shell import Sandbox
-from snaffle.structure import RepoIndex
+from snaffle.agentless.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
+from snaffle.agentless.localize import Localizer, Signals, Weights, imported_modules, is_peripheral, rank
+from snaffle.agentless.sbfl import ochiai, sbfl_scores
+from snaffle.index.repo import RepoIndex
+from snaffle.sandbox import Sandbox
 from tests.conftest import make_repo
 
 FILES: dict[str, str | bytes] = {

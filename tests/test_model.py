@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from snaffle.model import (
+from snaffle.model.client import (
     ModelConfig,
     decode_reply,
     decode_text_calls,

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from snaffle.extract import one_shot_for
-from snaffle.model import ModelConfig
-from snaffle.pipeline import PipelineConfig
-from snaffle.pipeline_options import add_pipeline_args, pipeline_config
+from snaffle.agentless.options import add_pipeline_args, pipeline_config
+from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.agentless.validate import module_name, normalize_source
+from snaffle.model.client import ModelConfig
+from snaffle.primitives.extract import one_shot_for
 from snaffle.run import SolveConfig, solve, zero_pricer
-from snaffle.shell import import_roots
+from snaffle.sandbox import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from snaffle.validate import module_name, normalize_source
 from tests.conftest import CALC_SOURCE, CALC_TEST, make_repo
 from tests.test_harness import Start, repo_tests_pass
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.editing import EntityEditor, GateFailure, nearest_candidate
-from snaffle.primitives import Reader, RepoView, symbol_rank
-from snaffle.structure import RepoIndex
+from snaffle.index.repo import RepoIndex
+from snaffle.primitives.edit import EntityEditor, GateFailure, nearest_candidate
+from snaffle.primitives.reader import Reader, RepoView, symbol_rank
 from snaffle.tools import ToolFailure
 from snaffle.types import Mechanisms
 from snaffle.workspace import Workspace

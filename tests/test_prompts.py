@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from snaffle import prompts
-from snaffle.model import ModelConfig
-from snaffle.pipeline import PipelineConfig
+from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Limits, Task
 from tests.conftest import CALC_ISSUE

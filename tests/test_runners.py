@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.runners import Executor, PytestRunner, unshare_available
-from snaffle.shell import Sandbox
+from snaffle.primitives.runners import Executor, PytestRunner, unshare_available
+from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
 

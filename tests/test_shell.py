@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from snaffle.shell import Sandbox, cut, run_command
+from snaffle.sandbox import Sandbox, cut, run_command
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:

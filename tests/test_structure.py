@@ -1,4 +1,4 @@
-"""Tests for snaffle.structure: entities, selectors, skeletons and the per-file cache, on real files."""
+"""Tests for snaffle.index.repo: entities, selectors, skeletons and the per-file cache, on real files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tree_sitter import Parser, Query, QueryCursor, Tree
 
-from snaffle import structure
-from snaffle.structure import RepoIndex, SelectorError, parse_source, render_skeleton
+from snaffle.index import repo as structure
+from snaffle.index.repo import RepoIndex, SelectorError, parse_source, render_skeleton
 
 FIXTURE = Path(__file__).parent / "fixtures" / "structpkg"
 GENERATED_CLASSES = 180

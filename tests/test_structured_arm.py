@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from snaffle.model import ModelConfig
+from snaffle.model.client import ModelConfig
 from snaffle.observations import PolicyConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.trajectory import read_trajectory

@@ -17,10 +17,10 @@ import pytest
 
 from snaffle.adapters import AdapterSpec
 from snaffle.swebench import jobs as jobs_module
+from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.jobs import Job, run_job
 from snaffle.swebench.progress import LineProgress
-from snaffle.swebench.runner import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.workspaces import Sources
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from snaffle.model import ModelConfig
+from snaffle.model.client import ModelConfig
 from snaffle.observations import PolicyConfig
 from snaffle.run import SolveConfig, solve
 from snaffle.testing import ScriptedServer

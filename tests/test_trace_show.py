@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.model import ModelConfig
+from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.trace.cli import main
 from snaffle.trace.show import Tail, window

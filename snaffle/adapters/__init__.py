@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from snaffle.adapters.arms import ArmAdapter
 from snaffle.adapters.base import AdapterSpec
+from snaffle.adapters.builtin import ArmAdapter
 from snaffle.adapters.mini_swe_agent import MiniSweAgentAdapter
 from snaffle.types import Adapter
 

@@ -13,8 +13,8 @@ from snaffle.types import Usage
 from snaffle.workspace import classify_patch
 
 if TYPE_CHECKING:
-    from snaffle.model import ModelConfig
-    from snaffle.pipeline import PipelineConfig
+    from snaffle.agentless.pipeline import PipelineConfig
+    from snaffle.model.client import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class AdapterSpec:
 
     def model_config(self, base_url: str) -> ModelConfig:
         """The endpoint settings for one instance: this spec's model at `base_url` (usually the shim's)."""
-        from snaffle.model import ModelConfig
+        from snaffle.model.client import ModelConfig
 
         return ModelConfig(base_url, self.model, self.api_key(), self.temperature, self.max_output_tokens,
                            self.tool_protocol)  # fmt: skip

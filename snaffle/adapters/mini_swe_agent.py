@@ -22,10 +22,11 @@ from typing import Any
 
 import yaml
 
-from snaffle import __version__, tokens
+from snaffle import __version__
 from snaffle.adapters.base import AdapterSpec, write_external_result
 from snaffle.adapters.mini_trajectory import MiniConverter, exit_status
 from snaffle.exceptions import StateError, UserError
+from snaffle.model import tokens
 from snaffle.trajectory import TRAJECTORY_FILE, TrajectoryWriter
 from snaffle.types import Attempt, Event, Limits, Task, Usage
 from snaffle.workspace import Workspace

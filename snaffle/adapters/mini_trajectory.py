@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from snaffle import tokens
+from snaffle.model import tokens
 from snaffle.types import Event, Message, Usage
 
 MINI_STATUSES = {

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
+from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.exceptions import UserError
-from snaffle.model import check_endpoint
-from snaffle.pipeline_options import add_pipeline_args, pipeline_config
+from snaffle.model.client import check_endpoint
+from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.instances import Instance, load_instances, select
-from snaffle.swebench.runner import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.workspaces import FORGE_URL, Sources
 from snaffle.types import ARMS, Limits
 

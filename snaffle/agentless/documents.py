@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snaffle.issue_text import tokenize
-from snaffle.structure import Entity
+from snaffle.agentless.issue_text import tokenize
+from snaffle.index.repo import Entity
 
 DOCUMENTS_FORMAT = "snaffle-documents/2"
 DOCUMENTS_DIR = "documents-2"

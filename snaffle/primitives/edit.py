@@ -10,10 +10,10 @@ import difflib
 import re
 import textwrap
 
-from snaffle.extract import code_blocks, isolate_definition, pick_block
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
-from snaffle.primitives import RepoView
-from snaffle.structure import Entity
+from snaffle.index.repo import Entity
+from snaffle.primitives.extract import code_blocks, isolate_definition, pick_block
+from snaffle.primitives.reader import RepoView
 from snaffle.tools import ToolFailure
 from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms
 

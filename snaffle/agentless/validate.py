@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from snaffle.agentless.junit import read_cases
+from snaffle.agentless.localize import imported_modules
 from snaffle.gates import is_test_file
-from snaffle.junit import read_cases
-from snaffle.localize import imported_modules
-from snaffle.shell import Sandbox, run_command
-from snaffle.structure import RepoIndex
+from snaffle.index.repo import RepoIndex
+from snaffle.sandbox import Sandbox, run_command
 from snaffle.workspace import Workspace
 
 TESTS_TIMEOUT_S = 300.0

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from snaffle.shell import Completed, Sandbox, run_command, time_left
+from snaffle.sandbox import Completed, Sandbox, run_command, time_left
 from snaffle.workspace import Workspace
 
 TEST_TIMEOUT_S = 120.0

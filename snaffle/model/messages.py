@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from snaffle import tokens
+from snaffle.model import tokens
 from snaffle.types import Event, Message, ModelReply, ToolResult, Usage
 
 

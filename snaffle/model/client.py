@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
-from snaffle import lenient_json
 from snaffle.exceptions import LimitsExceeded, ModelError, UserError
+from snaffle.model import lenient_json
 from snaffle.types import Message, ModelReply, ToolCall, Usage
 
 if TYPE_CHECKING:

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from snaffle.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
+from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
+from snaffle.agentless.issue_text import IssueFacts, parse_issue, tokenize
+from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.gates import is_test_file
-from snaffle.issue_text import IssueFacts, parse_issue, tokenize
-from snaffle.primitives import innermost
-from snaffle.sbfl import sbfl_scores
-from snaffle.shell import Sandbox
-from snaffle.structure import Entity, RepoIndex, default_cache_dir
+from snaffle.index.repo import Entity, RepoIndex, default_cache_dir
+from snaffle.primitives.reader import innermost
+from snaffle.sandbox import Sandbox
 
 Scores = dict[Entity, float]
 FileScores = dict[str, float]

@@ -7,25 +7,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from snaffle import prompts
+from snaffle.agentless.localize import Localization
 from snaffle.arms import REPAIR_EXAMPLE, system_prompt
-from snaffle.editing import EntityEditor
 from snaffle.exceptions import Interrupt, Submitted
-from snaffle.extract import defining_blocks, edit_format_for, is_unified_diff, reindent, search_replace_blocks
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
-from snaffle.localize import Localization
-from snaffle.messages import model_call_event
+from snaffle.index.repo import Entity, RepoIndex, default_cache_dir
+from snaffle.model.messages import model_call_event
 from snaffle.observations import policy_for
-from snaffle.primitives import INLINE_BODY_LINES, Reader, RepoView
-from snaffle.runners import PytestRunner
-from snaffle.shell import Sandbox
-from snaffle.structure import Entity, RepoIndex, default_cache_dir
+from snaffle.primitives.edit import EntityEditor
+from snaffle.primitives.extract import (
+    defining_blocks,
+    edit_format_for,
+    is_unified_diff,
+    reindent,
+    search_replace_blocks,
+)
+from snaffle.primitives.reader import INLINE_BODY_LINES, Reader, RepoView
+from snaffle.primitives.runners import PytestRunner
+from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
 if TYPE_CHECKING:
-    from snaffle.pipeline import PipelineConfig
+    from snaffle.agentless.pipeline import PipelineConfig
 
 
 @dataclass(frozen=True)

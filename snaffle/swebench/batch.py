@@ -16,9 +16,9 @@ import httpx
 
 from snaffle.adapters import AdapterSpec
 from snaffle.swebench import outputs
-from snaffle.swebench.executors import make_executor
 from snaffle.swebench.instances import Instance
 from snaffle.swebench.jobs import InstanceRecord, Job
+from snaffle.swebench.pools import make_executor
 from snaffle.swebench.progress import BatchState, ProgressView, ledger_usage, make_view
 from snaffle.swebench.workspaces import Sources
 from snaffle.types import Limits, Usage

@@ -12,11 +12,11 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
-from snaffle.junit import read_cases
-from snaffle.primitives import innermost
-from snaffle.shell import Sandbox, run_command
-from snaffle.structure import Entity, RepoIndex
+from snaffle.index.repo import Entity, RepoIndex
+from snaffle.primitives.reader import innermost
+from snaffle.sandbox import Sandbox, run_command
 
 SBFL_TIMEOUT_S = 300.0
 COVERAGE_RC = "[run]\ndynamic_context = test_function\nrelative_files = true\n"

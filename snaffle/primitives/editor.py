@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from snaffle.shell import cut
+from snaffle.sandbox import cut
 from snaffle.tools import ToolFailure
 from snaffle.workspace import PathEscape, Workspace
 

@@ -16,17 +16,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from snaffle import prompts
+from snaffle.agentless.localize import Localization, Localizer
+from snaffle.agentless.repair import RepairContext, repair_sample
+from snaffle.agentless.sbfl import sbfl_scores
+from snaffle.agentless.validate import (
+    Candidate,
+    TestOutcomes,
+    changed_lines,
+    normalized_key,
+    related_tests,
+    run_tests,
+    select,
+)
 from snaffle.exceptions import Interrupt, LimitsExceeded
-from snaffle.extract import code_blocks, one_shot_for
 from snaffle.harness import Outcome, Pricer
-from snaffle.localize import Localization, Localizer
-from snaffle.model import ModelConfig, OpenAIModel
-from snaffle.repair import RepairContext, repair_sample
-from snaffle.sbfl import sbfl_scores
-from snaffle.shell import Sandbox
-from snaffle.structure import RepoIndex, default_cache_dir
+from snaffle.index.repo import RepoIndex, default_cache_dir
+from snaffle.model.client import ModelConfig, OpenAIModel
+from snaffle.primitives.extract import code_blocks, one_shot_for
+from snaffle.sandbox import Sandbox
 from snaffle.types import Event, Limits, Mechanisms, Task, TrajectorySink, Usage
-from snaffle.validate import Candidate, TestOutcomes, changed_lines, normalized_key, related_tests, run_tests, select
 from snaffle.workspace import Workspace
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from snaffle.structure import Entity, RepoIndex, SelectorError
+from snaffle.index.repo import Entity, RepoIndex, SelectorError
 from snaffle.tools import ToolFailure
 from snaffle.types import GateResult
 from snaffle.workspace import Workspace, git

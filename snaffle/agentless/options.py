@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from snaffle.exceptions import UserError
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so --help starts fast
-    from snaffle.pipeline import PipelineConfig
+    from snaffle.agentless.pipeline import PipelineConfig
 
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
 
 
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
-    from snaffle.pipeline import PipelineConfig
+    from snaffle.agentless.pipeline import PipelineConfig
 
     if args.samples < 1 or args.top_k < 1 or args.concurrency < 1 or args.repair_turns < 1:
         raise UserError("--samples, --top-k, --concurrency and --repair-turns must be at least 1")

@@ -1,0 +1,1 @@
+"""The agentless arm: issue text, documents, localize, SBFL, repair, validate, and the pipeline that runs them."""

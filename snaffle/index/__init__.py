@@ -1,0 +1,1 @@
+"""The tree-sitter repository index: parsing, the on-disk cache, selectors, imports."""

@@ -1,0 +1,2 @@
+"""The model boundary: the OpenAI client and its retries, the text tool-call protocol, wire messages, token
+estimates, the embedded local model."""
