@@ -1,4 +1,4 @@
-"""Benchmark the repository index (snaffle.index.repo) on a large real tree: cold, warm and one-file refresh.
+"""Benchmark the repository index (snaffle.index) on a large real tree: cold, warm and one-file refresh.
 
 Run: .venv/bin/python bench/index_bench.py [--root DIR] [--repeat 3] [--workers 2] [--max-lines N]
 
@@ -28,7 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
-from snaffle.index import repo as structure
+from snaffle.index import parse
 from snaffle.index.repo import RepoIndex
 
 TARGET_LINES = 500_000
@@ -124,11 +124,11 @@ def phase_extract(tree: Path, files: list[str]) -> dict[str, float]:
     """Time the index's walk against a query over the same parsed trees (parsing is not timed)."""
     from tree_sitter import Parser, Query, QueryCursor
 
-    language = structure._language()
+    language = parse._language()
     sources = [(tree / name).read_bytes() for name in files]
     trees = [Parser(language).parse(source) for source in sources]
     started = time.perf_counter()
-    walked = sum(sum(1 for _ in structure._walk(t.root_node, source)) for t, source in zip(trees, sources, strict=True))
+    walked = sum(sum(1 for _ in parse._walk(t.root_node, source)) for t, source in zip(trees, sources, strict=True))
     walk_s = time.perf_counter() - started
     query = Query(language, DEFINITIONS_QUERY)
     started = time.perf_counter()

@@ -28,8 +28,8 @@ import numpy as np
 from snaffle.agentless.issue_text import tokenize
 from snaffle.agentless.localize import Localizer
 from snaffle.gates import is_test_file
+from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
-from snaffle.primitives.reader import innermost
 
 DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench_verified_dev.jsonl.gz"
 Row = dict[str, Any]

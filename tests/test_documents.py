@@ -16,7 +16,7 @@ from snaffle.agentless.documents import (
     idf,
     query_weights,
 )
-from snaffle.index.repo import parse_source
+from snaffle.index.parse import parse_source
 
 SOURCE = b'''"""Parcel shipping."""
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from snaffle.agentless.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
-from snaffle.agentless.localize import Localizer, Signals, Weights, imported_modules, is_peripheral, rank
+from snaffle.agentless.localize import Localizer, Signals, Weights, is_peripheral, rank
 from snaffle.agentless.sbfl import ochiai, sbfl_scores
+from snaffle.index.imports import imported_modules
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
 from tests.conftest import make_repo

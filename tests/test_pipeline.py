@@ -11,7 +11,8 @@ import pytest
 
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.agentless.pipeline import PipelineConfig
-from snaffle.agentless.validate import module_name, normalize_source
+from snaffle.agentless.validate import normalize_source
+from snaffle.index.imports import module_name
 from snaffle.model.client import ModelConfig
 from snaffle.primitives.extract import one_shot_for
 from snaffle.run import SolveConfig, solve, zero_pricer

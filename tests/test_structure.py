@@ -1,4 +1,4 @@
-"""Tests for snaffle.index.repo: entities, selectors, skeletons and the per-file cache, on real files."""
+"""Tests for snaffle.index: entities, selectors, skeletons and the per-file cache, on real files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 from tree_sitter import Parser, Query, QueryCursor, Tree
 
-from snaffle.index import repo as structure
-from snaffle.index.repo import RepoIndex, SelectorError, parse_source, render_skeleton
+from snaffle.cache import cache_dir
+from snaffle.index import parse
+from snaffle.index import repo as index_repo
+from snaffle.index.parse import ParsedSource, parse_source
+from snaffle.index.repo import RepoIndex
+from snaffle.index.selectors import CLOSE_MATCHES, SelectorError
+from snaffle.index.skeleton import DECODE_NOTE, render_skeleton
 
 FIXTURE = Path(__file__).parent / "fixtures" / "structpkg"
 GENERATED_CLASSES = 180
@@ -35,13 +40,13 @@ def index() -> RepoIndex:
 def _record_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths parsed from now on, in order."""
     calls: list[str] = []
-    real = structure.parse_source
+    real = index_repo.parse_source
 
-    def counting(path: str, source: bytes, previous: tuple[bytes, Tree] | None = None) -> structure.ParsedSource:
+    def counting(path: str, source: bytes, previous: tuple[bytes, Tree] | None = None) -> ParsedSource:
         calls.append(path)
         return real(path, source, previous)
 
-    monkeypatch.setattr(structure, "parse_source", counting)
+    monkeypatch.setattr(index_repo, "parse_source", counting)
     return calls
 
 
@@ -159,7 +164,7 @@ def test_definitions_under_every_compound_statement(index: RepoIndex) -> None:
 
 def test_walk_finds_every_definition_a_query_finds(index: RepoIndex) -> None:
     """The index walks only statement nodes (and skips bodies without `def`/`class`): check it misses none."""
-    language = structure._language()
+    language = parse._language()
     query = Query(language, "(function_definition) @d (class_definition) @d")
     for path in index.files():
         source = index.source(path)
@@ -232,13 +237,13 @@ def test_selector_errors(index: RepoIndex, selector: str, message: str, listed: 
     assert message in text
     for line in listed:
         assert line in text
-    assert len(text.splitlines()) <= 1 + structure.CLOSE_MATCHES
+    assert len(text.splitlines()) <= 1 + CLOSE_MATCHES
 
 
 def test_close_matches_are_capped(index: RepoIndex) -> None:
     with pytest.raises(SelectorError) as caught:
         index.resolve("shapes.py::Shape.x")
-    assert len(str(caught.value).splitlines()) <= 1 + structure.CLOSE_MATCHES
+    assert len(str(caught.value).splitlines()) <= 1 + CLOSE_MATCHES
 
 
 # ---------------------------------------------------------------------------------------------- skeletons
@@ -299,7 +304,7 @@ def test_non_utf8_file_is_indexed_with_replacement(repo: Path) -> None:
     assert info.decode_errors and info.parse_errors >= 0
     assert index.resolve("legacy.py").doc == "Caf\ufffd module."
     assert index.resolve("legacy.py::ok").kind == "function"
-    assert structure.DECODE_NOTE in index.skeleton("legacy.py")
+    assert DECODE_NOTE in index.skeleton("legacy.py")
 
 
 def test_generated_5000_line_module(tmp_path: Path) -> None:
@@ -437,7 +442,7 @@ def test_repeated_refreshes_reparse_incrementally_and_match_a_full_parse(repo: P
     ),
 )
 def test_changed_span(old: bytes, new: bytes, span: tuple[int, int, int]) -> None:
-    assert structure._changed_span(old, new) == span
+    assert parse._changed_span(old, new) == span
 
 
 def test_same_size_same_mtime_edit_is_seen_by_refresh(repo: Path) -> None:
@@ -490,15 +495,16 @@ def test_parse_source_without_a_repository() -> None:
 
 
 def test_build_falls_back_to_serial_when_no_pool_can_start(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(structure, "START_METHOD", "no-such-start-method")
+    monkeypatch.setattr(index_repo, "START_METHOD", "no-such-start-method")
     index = RepoIndex(repo)
     stats = index.build(workers=2)
     assert (stats.workers, stats.parsed) == (1, len(index.files()))
 
 
-def test_default_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_index_cache_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SNAFFLE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert structure.default_cache_dir() == tmp_path / "snaffle" / "structure"
+    assert cache_dir("structure") == tmp_path / "snaffle" / "structure"
 
 
 def test_empty_module(index: RepoIndex) -> None:

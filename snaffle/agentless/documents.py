@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from snaffle.agentless.issue_text import tokenize
-from snaffle.index.repo import Entity
+from snaffle.index.parse import Entity
 
 DOCUMENTS_FORMAT = "snaffle-documents/2"
 DOCUMENTS_DIR = "documents-2"

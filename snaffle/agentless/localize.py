@@ -8,7 +8,6 @@ issue, imports of the tests it names, BM25F over whole files. Test files are nev
 
 from __future__ import annotations
 
-import ast
 import math
 import tempfile
 import time
@@ -26,9 +25,11 @@ import numpy as np
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.issue_text import IssueFacts, parse_issue, tokenize
 from snaffle.agentless.sbfl import sbfl_scores
+from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
-from snaffle.index.repo import Entity, RepoIndex, default_cache_dir
-from snaffle.primitives.reader import innermost
+from snaffle.index.imports import imported_modules
+from snaffle.index.parse import Entity, innermost
+from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
 
 Scores = dict[Entity, float]
@@ -363,22 +364,6 @@ class Localizer:
         return None
 
 
-def imported_modules(source: bytes) -> list[str]:
-    """Absolute module names a file imports (`from a.b import c` gives a.b and a.b.c)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.append(node.module)
-            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
     """Entities by their own name and by their qualname (`Class.method`)."""
     by_name: dict[str, list[Entity]] = defaultdict(list)
@@ -493,7 +478,7 @@ def _common_suffix(a: list[str], b: list[str]) -> int:
 def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: int = 10) -> Localization:
     """Index `repo` (with the user cache), add SBFL when a failing test is given, and rank."""
     started = time.monotonic()
-    index = RepoIndex(repo, cache_dir=default_cache_dir())
+    index = RepoIndex(repo, cache_dir=cache_dir("structure"))
     sbfl = None
     if failing_test:
         with tempfile.TemporaryDirectory(prefix="snaffle-localize-") as scratch:

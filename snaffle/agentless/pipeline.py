@@ -28,9 +28,10 @@ from snaffle.agentless.validate import (
     run_tests,
     select,
 )
+from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
 from snaffle.harness import Outcome, Pricer
-from snaffle.index.repo import RepoIndex, default_cache_dir
+from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.primitives.extract import code_blocks, one_shot_for
 from snaffle.sandbox import Sandbox
@@ -111,7 +112,7 @@ class Pipeline:
             return self.outcome("interrupted", "interrupted by the user")
 
     def _run(self) -> Outcome:
-        index = RepoIndex(self.workspace.root, cache_dir=default_cache_dir())
+        index = RepoIndex(self.workspace.root, cache_dir=cache_dir("structure"))
         failing = self.task.failing_test if self.config.mechanisms.sbfl else None
         sbfl = sbfl_scores(index, failing, self.sandbox) if failing else None
         located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))

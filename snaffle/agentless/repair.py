@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 from snaffle import prompts
 from snaffle.agentless.localize import Localization
 from snaffle.arms import REPAIR_EXAMPLE, system_prompt
+from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, Submitted
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
-from snaffle.index.repo import Entity, RepoIndex, default_cache_dir
+from snaffle.index.parse import Entity
+from snaffle.index.repo import RepoIndex
 from snaffle.model.messages import model_call_event
 from snaffle.observations import policy_for
 from snaffle.primitives.edit import EntityEditor
@@ -80,7 +82,7 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
                   sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
     """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
     registry = Registry()
-    view = RepoView(workspace, RepoIndex(workspace.root, cache_dir=default_cache_dir()), gate_log=registry.gate_log)
+    view = RepoView(workspace, RepoIndex(workspace.root, cache_dir=cache_dir("structure")), gate_log=registry.gate_log)
     view.shown.update(context.selectors)
     if config.one_shot:
         return one_shot(view, model, context, sink, pricer, config, task)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
-from snaffle.index.repo import Entity, RepoIndex
-from snaffle.primitives.reader import innermost
+from snaffle.index.parse import Entity, innermost
+from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox, run_command
 
 SBFL_TIMEOUT_S = 300.0

@@ -9,11 +9,11 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
-from snaffle.agentless.localize import imported_modules
 from snaffle.gates import is_test_file
+from snaffle.index.imports import imported_modules, module_name
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox, run_command
 from snaffle.workspace import Workspace
@@ -73,17 +73,6 @@ def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
         if named or imports & modules or any(i.startswith(m + ".") for i in imports for m in modules):
             found.append(test)
     return sorted(found, key=lambda t: (Path(t).stem.removeprefix("test_") not in stems, t))[:MAX_RELATED_TEST_FILES]
-
-
-def module_name(root: Path, path: str) -> str:
-    """The dotted name `path` imports as: counted from the first directory up that is not a package, so
-    `src/pkg/mod.py` is `pkg.mod`."""
-    parts = list(PurePosixPath(path).with_suffix("").parts)
-    top = len(parts) - 1
-    while top > 0 and (root.joinpath(*parts[:top]) / "__init__.py").is_file():
-        top -= 1
-    dotted = ".".join(parts[top:])
-    return dotted.removesuffix(".__init__")
 
 
 def run_tests(

@@ -1,1 +1,1 @@
-"""The tree-sitter repository index: parsing, the on-disk cache, selectors, imports."""
+"""The tree-sitter repository index: parse, skeleton, cache, selectors, imports; `repo.RepoIndex` joins them."""

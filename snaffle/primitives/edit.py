@@ -11,7 +11,7 @@ import re
 import textwrap
 
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
-from snaffle.index.repo import Entity
+from snaffle.index.parse import Entity
 from snaffle.primitives.extract import code_blocks, isolate_definition, pick_block
 from snaffle.primitives.reader import RepoView
 from snaffle.tools import ToolFailure

@@ -10,12 +10,14 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from snaffle.index.repo import Entity, RepoIndex, SelectorError
+from snaffle.index.parse import Entity, innermost
+from snaffle.index.repo import RepoIndex
+from snaffle.index.selectors import SelectorError
 from snaffle.tools import ToolFailure
 from snaffle.types import GateResult
 from snaffle.workspace import Workspace, git
@@ -237,16 +239,6 @@ def symbol_rank(needle: str, tokens: set[str], qualname: str) -> int | None:
         return 2
     parts = set(re.split(r"[\W_]+", qualname)) | set(re.findall(r"[a-z]+", qualname))
     return 3 if tokens and tokens <= parts else None
-
-
-def innermost(entities: Iterable[Entity], line: int) -> Entity | None:
-    """The most deeply nested entity whose span holds `line` (the module when nothing else does)."""
-    best: Entity | None = None
-    for entity in entities:
-        if entity.start_line <= line <= entity.end_line:
-            if best is None or entity.start_line >= best.start_line:
-                best = entity
-    return best
 
 
 def _is_child(parent: Entity, entity: Entity) -> bool:
