@@ -12,8 +12,9 @@ from snaffle.index.repo import RepoIndex
 from snaffle.model import tokens
 from snaffle.primitives.edit import EntityEditor
 from snaffle.primitives.editor import Editor
+from snaffle.primitives.execute import SnippetRunner
 from snaffle.primitives.reader import Reader, RepoView
-from snaffle.primitives.runners import Executor, PytestRunner
+from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import BASH_TIMEOUT_S, Sandbox, cut, run_command, time_left
 from snaffle.tools import Registry
 from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
@@ -90,7 +91,7 @@ def structured_arm(
     for tool in (reader.read_entity, reader.search_symbol, reader.search_code,
                  EntityEditor(view, mechanisms).edit_entity,
                  PytestRunner(workspace, sandbox, deadline).run_test,
-                 Executor(workspace, sandbox, deadline, isolate_network=True).execute):  # fmt: skip
+                 SnippetRunner(workspace, sandbox, deadline, isolate_network=True).execute):  # fmt: skip
         registry.register(tool)
     return ArmSetup(registry, structured_messages(registry, issue, protocol))
 
@@ -110,7 +111,7 @@ def fixed_context(arm: str, protocol: str) -> dict[str, Any]:
         setup = ArmSetup(registry, minimal_messages(registry, "", protocol))
     elif arm == "structured":
         for tool in (Reader.read_entity, Reader.search_symbol, Reader.search_code, EntityEditor.edit_entity,
-                     PytestRunner.run_test, Executor.execute):  # fmt: skip
+                     PytestRunner.run_test, SnippetRunner.execute):  # fmt: skip
             registry.register(tool)
         setup = ArmSetup(registry, structured_messages(registry, "", protocol))
     else:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.primitives.runners import Executor, PytestRunner, unshare_available
+from snaffle.primitives.execute import SnippetRunner, unshare_available
+from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
@@ -42,7 +43,8 @@ def test_run_test_reports_collection_errors(workspace: Workspace, sandbox: Sandb
 
 
 def test_execute_runs_code_with_the_repo_importable(workspace: Workspace, sandbox: Sandbox) -> None:
-    out = Executor(workspace, sandbox, None, isolate_network=True).execute("from calc import add; print(add(2, 3))")
+    runner = SnippetRunner(workspace, sandbox, None, isolate_network=True)
+    out = runner.execute("from calc import add; print(add(2, 3))")
     assert out.startswith("-1\n[exit code 0]")
 
 
@@ -55,16 +57,16 @@ def test_execute_reverts_repo_changes_and_says_so(workspace: Workspace, sandbox:
         "os.remove(root / 'tests' / 'test_calc.py')\n"
     )
     before = workspace.fingerprint()
-    out = Executor(workspace, sandbox, None, isolate_network=False).execute(code)
+    out = SnippetRunner(workspace, sandbox, None, isolate_network=False).execute(code)
     assert "reverted changes to" in out and "calc/__init__.py" in out and "new.txt" in out
     assert workspace.fingerprint() == before
 
 
 def test_execute_enforces_timeout_and_memory(workspace: Workspace, sandbox: Sandbox) -> None:
-    executor = Executor(workspace, sandbox, None, isolate_network=False, timeout_s=2)
-    assert "MemoryError" in executor.execute("x = bytearray(4 * 1024**3)")
-    assert executor.execute("while True: pass").endswith("[timed out]")
-    assert executor.execute("print('a' * 10000)").count("characters cut") == 1
+    runner = SnippetRunner(workspace, sandbox, None, isolate_network=False, timeout_s=2)
+    assert "MemoryError" in runner.execute("x = bytearray(4 * 1024**3)")
+    assert runner.execute("while True: pass").endswith("[timed out]")
+    assert runner.execute("print('a' * 10000)").count("characters cut") == 1
 
 
 @pytest.mark.parametrize("isolate", [True, False])
@@ -79,6 +81,6 @@ def test_execute_has_no_network(workspace: Workspace, sandbox: Sandbox, isolate:
         port = server.getsockname()[1]
         code = "import socket\ns = socket.socket()\ns.settimeout(2)\n"
         code += f"print('connect', s.connect_ex(('127.0.0.1', {port})))"
-        out = Executor(workspace, sandbox, None, isolate_network=isolate).execute(code)
+        out = SnippetRunner(workspace, sandbox, None, isolate_network=isolate).execute(code)
     assert "connect 0" not in out
     assert ("connect 1" in out) if isolate else ("network access is disabled" in out)

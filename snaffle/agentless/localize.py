@@ -51,7 +51,7 @@ PERIPHERAL_FILES = frozenset("setup.py conf.py noxfile.py tasks.py fabfile.py ve
 
 
 @dataclass(frozen=True)
-class Candidate:
+class RankedEntity:
     """A ranked entity and the signals that fired for it."""
 
     selector: str
@@ -65,7 +65,7 @@ class Localization:
     """Ranked files and entities."""
 
     files: tuple[tuple[str, float], ...]
-    entities: tuple[Candidate, ...]
+    entities: tuple[RankedEntity, ...]
     elapsed_s: float
 
     def as_json(self) -> dict[str, Any]:
@@ -412,7 +412,9 @@ def _name_forms(identifier: str) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def rank(signals: Signals, weights: Weights, top: int) -> tuple[tuple[tuple[str, float], ...], tuple[Candidate, ...]]:
+def rank(
+    signals: Signals, weights: Weights, top: int
+) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
     best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
     (docs, examples, scripts, setup.py) are scaled down. Modules are ranked as files, not as entities."""
@@ -429,7 +431,7 @@ def rank(signals: Signals, weights: Weights, top: int) -> tuple[tuple[tuple[str,
     totals = {e: (v + file_share * files.get(e.path, 0.0)) * _prior(e.path, tuning) for e, v in evidence.items()}
     ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
     ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
-    entities = tuple(Candidate(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
+    entities = tuple(RankedEntity(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
     return tuple((p, s) for p, s in ranked_files if s > 0), entities
 
 

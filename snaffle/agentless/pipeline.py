@@ -20,7 +20,7 @@ from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.agentless.validate import (
-    Candidate,
+    CandidatePatch,
     TestOutcomes,
     changed_lines,
     normalized_key,
@@ -155,7 +155,7 @@ class Pipeline:
         self.stage("reproduce", "kept" if kept else "discarded", failed=sorted(outcome.failed),
                    errored=sorted(outcome.errored), usage=reply.usage.as_dict())  # fmt: skip
 
-    def repair(self, context: RepairContext) -> list[Candidate]:
+    def repair(self, context: RepairContext) -> list[CandidatePatch]:
         samples = range(self.config.samples)
         with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
             patches = list(pool.map(lambda i: self.sample(context, i), samples))
@@ -179,7 +179,7 @@ class Pipeline:
         self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch), message=outcome.message)
         return patch
 
-    def validate(self, number: int, patch: str) -> Candidate:
+    def validate(self, number: int, patch: str) -> CandidatePatch:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
         the reproduction test and tests that newly pass rank the survivors."""
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
@@ -193,8 +193,8 @@ class Pipeline:
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        candidate = Candidate(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
-                              reproduces, fixed, semantic)  # fmt: skip
+        candidate = CandidatePatch(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
+                                   reproduces, fixed, semantic)  # fmt: skip
         self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
                    regressions=list(candidate.regressions), fixes_failing=fixes_failing, reproduces=reproduces,
                    fixed=fixed, semantic=candidate.semantic)  # fmt: skip

@@ -26,7 +26,7 @@ from snaffle.primitives.extract import (
     search_replace_blocks,
 )
 from snaffle.primitives.reader import INLINE_BODY_LINES, Reader, RepoView
-from snaffle.primitives.runners import PytestRunner
+from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage

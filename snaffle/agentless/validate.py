@@ -34,7 +34,7 @@ class TestOutcomes:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class CandidatePatch:
     """One repair sample's patch and what validation found."""
 
     sample: int
@@ -147,7 +147,7 @@ def changed_lines(patch: str) -> int:
     return sum(1 for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
 
 
-def select(candidates: Sequence[Candidate]) -> Candidate | None:
+def select(candidates: Sequence[CandidatePatch]) -> CandidatePatch | None:
     """Among valid candidates: the reproduction passing first, then more fixed tests, then the majority of
     AST-normalized patches, then the fewest changed lines."""
     valid = [c for c in candidates if c.valid]

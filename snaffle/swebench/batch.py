@@ -1,4 +1,4 @@
-"""The batch runner: plan (skip what is done), start the shim in front of the model, run the jobs on an executor,
+"""The batch runner: plan (skip what is done), start the shim in front of the model, run the jobs on a pool,
 and write predictions, exit statuses and each instance's run directory as results land."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from snaffle.adapters import AdapterSpec
 from snaffle.swebench import outputs
 from snaffle.swebench.instances import Instance
 from snaffle.swebench.jobs import InstanceRecord, Job
-from snaffle.swebench.pools import make_executor
+from snaffle.swebench.pools import make_pool
 from snaffle.swebench.progress import BatchState, ProgressView, ledger_usage, make_view
 from snaffle.swebench.workspaces import Sources
 from snaffle.types import Limits, Usage
@@ -81,7 +81,7 @@ def run_batch(config: BatchConfig, view: ProgressView | None = None) -> BatchSum
         with shim_for(config) as shim:
             driver.shim = shim
             jobs = [job_for(config, instance, shim, run_name) for instance in todo]
-            make_executor(config.executor, config.workers, config.ray_address).run(jobs, driver.done, driver.tick)
+            make_pool(config.executor, config.workers, config.ray_address).run(jobs, driver.done, driver.tick)
     finally:
         view.close()
     statuses = outputs.collect_statuses(config.out)
@@ -171,7 +171,7 @@ class Driver:
         self.state = self.state.finished(record.instance_id, record.exit_status, usage)
 
     def tick(self, running: int) -> None:
-        """Called by the executor after each round of finished records, and about once a second."""
+        """Called by the pool after each round of finished records, and about once a second."""
         self.state = replace(self.state, running=running)
         if self.shim is not None:
             metered = ledger_usage(self.config.out / LEDGER_FILE, self.run_name)

@@ -20,7 +20,7 @@ OnTick = Callable[[int], None]
 TICK_S = 1.0
 
 
-class Executor(Protocol):
+class JobPool(Protocol):
     """Runs jobs, calling `on_done` in the driver as each finishes, in completion order."""
 
     def run(self, jobs: Sequence[Job], on_done: OnDone, on_tick: OnTick) -> None: ...
@@ -32,7 +32,7 @@ def lost(job: Job, started: float, error: str) -> InstanceRecord:
     return InstanceRecord(job.instance.instance_id, CRASHED, "", Usage(), time.monotonic() - started, error=error)
 
 
-class LocalExecutor:
+class ProcessPool:
     """A pool of `workers` processes (spawned, so the driver's threads, e.g. the shim, are not forked)."""
 
     def __init__(self, workers: int) -> None:
@@ -58,7 +58,7 @@ class LocalExecutor:
             return lost(job, started, traceback.format_exc())
 
 
-class RayExecutor:
+class RayPool:
     """Each instance is one Ray task (`ray.init(address=...)`; no address starts a local Ray)."""
 
     def __init__(self, workers: int, address: str | None) -> None:
@@ -107,10 +107,11 @@ def import_ray() -> Any:
     return ray
 
 
-def make_executor(kind: str, workers: int, ray_address: str | None) -> Executor:
+def make_pool(kind: str, workers: int, ray_address: str | None) -> JobPool:
+    """The pool `--executor` names: local worker processes, or Ray tasks."""
     if kind == "local":
-        return LocalExecutor(workers)
+        return ProcessPool(workers)
     if kind == "ray":
         import_ray()
-        return RayExecutor(workers, ray_address)
+        return RayPool(workers, ray_address)
     raise UserError(f"unknown executor {kind!r}; choose local or ray")

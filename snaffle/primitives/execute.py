@@ -1,30 +1,23 @@
-"""The two primitives that run code: `run_test` (pytest, summarized) and `execute` (sandboxed Python)."""
+"""The `execute` primitive: a Python snippet in a subprocess with rlimits, no network and a scratch directory;
+changes it makes to the repository are reverted."""
 
 from __future__ import annotations
 
-import re
 import resource
-import shlex
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.sandbox import Completed, Sandbox, run_command, time_left
 from snaffle.workspace import Workspace
 
-TEST_TIMEOUT_S = 120.0
 EXECUTE_TIMEOUT_S = 30.0
 EXECUTE_CPU_S = 30
 EXECUTE_MEMORY_BYTES = 2 * 1024**3
 EXECUTE_FILE_BYTES = 50 * 1024**2
 EXECUTE_PROCESSES = 256
-TRACEBACK_CAP = 1_500
-FAILURES_SHOWN = 3
 EXECUTE_OUTPUT_CAP = 3_000
-SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s", re.MULTILINE)
-FAILED_RE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 NETWORK_GUARD = """import socket as _socket
 
 
@@ -39,72 +32,7 @@ _socket.getaddrinfo = _blocked
 """
 
 
-@dataclass(frozen=True)
-class PytestRun:
-    """A summarized pytest run, remembered with the repo state it ran on."""
-
-    target: str
-    state: str
-    passed: bool
-    observation: str
-
-
-class PytestRunner:
-    """`run_test`: pytest in a subprocess; the same target with nothing changed returns the last result, labelled."""
-
-    def __init__(self, workspace: Workspace, sandbox: Sandbox, deadline: float | None) -> None:
-        self.workspace, self.sandbox, self.deadline = workspace, sandbox, deadline
-        self.last: dict[str, PytestRun] = {}
-
-    def run_test(self, target: str) -> str:
-        """Run tests with pytest and summarize: counts, then the failing tests' short tracebacks.
-
-        Args:
-          target: a pytest node id (tests/test_x.py::test_y), a test file, or "-k expression"
-        """
-        state = self.workspace.fingerprint()
-        previous = self.last.get(target)
-        if previous is not None and previous.state == state:
-            return f"(unchanged since last run; not re-run)\n{previous.observation}"
-        run = self.run(target, state)
-        self.last[target] = run
-        return run.observation
-
-    def run(self, target: str, state: str) -> PytestRun:
-        args = ["-k", target[3:].strip()] if target.startswith("-k ") else shlex.split(target)
-        command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
-        env = self.sandbox.env_for(self.workspace.root)
-        done = run_command(command, self.workspace.root, env, time_left(TEST_TIMEOUT_S, self.deadline))
-        if done.timed_out:
-            return PytestRun(target, state, False, f"tests timed out after {TEST_TIMEOUT_S:.0f} s")
-        return PytestRun(target, state, done.returncode == 0, summarize_pytest(done.output, done.returncode))
-
-
-def summarize_pytest(output: str, returncode: int | None) -> str:
-    """Counts, the failing node ids and their short tracebacks, cut to a small observation."""
-    summary = SUMMARY_RE.findall(output)
-    counts = summary[-1] if summary else f"no summary line (exit code {returncode})"
-    if returncode == 0:
-        return f"passed: {counts}"
-    failed = FAILED_RE.findall(output)
-    body = _failure_sections(output) or output[-TRACEBACK_CAP:]
-    listed = "\n".join(failed[:10])
-    return f"FAILED: {counts}\n{listed}\n{body[:TRACEBACK_CAP]}".strip()
-
-
-def _failure_sections(output: str) -> str:
-    marker = re.search(r"^=+ (FAILURES|ERRORS) =+$", output, re.MULTILINE)
-    if marker is None:
-        return ""
-    section = output[marker.end() :]
-    end = re.search(r"^=+ short test summary info =+$", section, re.MULTILINE)
-    section = section[: end.start()] if end else section
-    parts = re.split(r"^_{3,} (.+?) _{3,}$", section, flags=re.MULTILINE)
-    blocks = [f"--- {parts[i]}\n{parts[i + 1].strip()[-600:]}" for i in range(1, len(parts) - 1, 2)]
-    return "\n".join(blocks[:FAILURES_SHOWN])
-
-
-class Executor:
+class SnippetRunner:
     """`execute`: Python in a subprocess with rlimits, no network, a scratch cwd; repo changes are reverted."""
 
     def __init__(
