@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from snaffle.model.client import decode_text_calls, parse_arguments
 from snaffle.model.lenient_json import loads, matching_brace, objects
+from snaffle.model.text_protocol import decode_text_calls, parse_arguments
 
 # the shape of a reply recorded from Qwen2.5-Coder-1.5B (structured arm, text protocol): a raw string in "JSON"
 RAW_STRING_REPLY = (

@@ -8,11 +8,11 @@ import pytest
 from snaffle.model.client import (
     ModelConfig,
     decode_reply,
-    decode_text_calls,
     is_retryable,
     request_body,
     shim_headers,
 )
+from snaffle.model.text_protocol import decode_text_calls
 
 
 def completion(message: dict[str, object], usage: dict[str, object] | None = None) -> dict[str, object]:
