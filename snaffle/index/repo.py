@@ -1,6 +1,6 @@
 """Repository index: the modules, classes, functions and methods of a Python tree, listed, parsed per file
-(`index.parse`), cached on disk (`index.cache`), resolved by selector (`index.selectors`) and refreshed one file
-at a time after an edit."""
+(`index.parse`), outlined (`index.skeleton`), cached on disk (`index.cache`), resolved by selector
+(`index.selectors`) and refreshed one file at a time after an edit."""
 
 from __future__ import annotations
 
