@@ -21,6 +21,9 @@ ALWAYS_EXCLUDED = (
     ":(glob,exclude).pytest_cache/**",
 )
 GIT_TIMEOUT_S = 120
+SAFE_GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off")
+"""snaffle's own git never runs repository-controlled commands (a model may have written the repo's config)."""
+SAFE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
 
 
 class PathEscape(ValueError):
@@ -100,8 +103,8 @@ class Workspace:
         """Apply a patch made against the starting tree to this working tree."""
         if not patch.strip():
             return
-        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=self.root, input=patch.encode(),
-                              capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
+        proc = subprocess.run([*SAFE_GIT, "apply", "--whitespace=nowarn", "-"], cwd=self.root, env=git_env(),
+                              input=patch.encode(), capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
         if proc.returncode != 0:
             raise UserError(f"patch does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
 
@@ -112,7 +115,7 @@ class Workspace:
 
 def snapshot_tree(root: Path, index: Path) -> str:
     """Write the working tree (respecting .gitignore) to a tree object through the private index."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    env = git_env(GIT_INDEX_FILE=str(index))
     git(root, "add", "-A", "--", ".", *ALWAYS_EXCLUDED, env=env)
     return git(root, "write-tree", env=env).strip()
 
@@ -120,9 +123,9 @@ def snapshot_tree(root: Path, index: Path) -> str:
 def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
     """Run git in `root` and return stdout (decoded leniently)."""
     proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
+        [*SAFE_GIT, *args],
         cwd=root,
-        env=env,
+        env=env or git_env(),
         capture_output=True,
         timeout=GIT_TIMEOUT_S,
         check=False,
@@ -135,8 +138,15 @@ def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool =
 
 def git_bytes(root: Path, *args: str) -> bytes:
     """Run git and return raw stdout (file contents)."""
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=True)
+    proc = subprocess.run(
+        [*SAFE_GIT, *args], cwd=root, env=git_env(), capture_output=True, timeout=GIT_TIMEOUT_S, check=True
+    )
     return proc.stdout
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """The environment of snaffle's own git calls: no system or global config, never a prompt."""
+    return {**os.environ, **SAFE_GIT_ENV, **extra}
 
 
 def classify_patch(patch: str) -> str:
