@@ -21,6 +21,7 @@ ALWAYS_EXCLUDED = (
     ":(glob,exclude).pytest_cache/**",
 )
 GIT_TIMEOUT_S = 120
+INDEX_PREFIX = "snaffle-index-"
 SAFE_GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off")
 """snaffle's own git never runs repository-controlled commands (a model may have written the repo's config)."""
 SAFE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
@@ -47,14 +48,18 @@ class Workspace:
         if git(root, "rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
             raise UserError(f"not a git repository: {repo} (run `git init && git add -A && git commit` there)")
         top = Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
-        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        index = Path(tempfile.mkdtemp(prefix=INDEX_PREFIX)) / "index"
         real_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
         if real_index.is_file():
             shutil.copyfile(real_index, index)
         return cls(top, snapshot_tree(top, index), index)
 
     def close(self) -> None:
-        shutil.rmtree(self.index.parent, ignore_errors=True)
+        """Remove the private index (a copy's index lives in its own .git and goes with the copy)."""
+        if self.index.parent.name.startswith(INDEX_PREFIX):
+            shutil.rmtree(self.index.parent, ignore_errors=True)
+        else:
+            self.index.unlink(missing_ok=True)
 
     def resolve(self, path: str) -> Path:
         """A path given by the model, relative to the root (or absolute inside it); escapes are refused."""
@@ -95,7 +100,7 @@ class Workspace:
         """A clean copy of the starting tree at `target` sharing this repo's objects (no network, no copy of .git)."""
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.root), str(target))
         git(target, "read-tree", "-u", "--reset", self.base_tree)
-        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        index = target / ".git" / "snaffle-index"  # goes with the copy: nothing is left behind when it is removed
         shutil.copyfile(target / ".git" / "index", index)
         return Workspace(target.resolve(), self.base_tree, index)
 

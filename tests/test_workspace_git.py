@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,17 @@ def test_global_config_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("HOME", str(home))
     Workspace.open(repo).patch()
     assert not marker.exists()
+
+
+def test_copies_leave_no_temporary_index_behind(tmp_path: Path) -> None:
+    repo, _ = _hostile_repo(tmp_path)
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob("snaffle-index-*"))
+    workspace = Workspace.open(repo)
+    copies = [workspace.clone(tmp_path / f"copy-{n}") for n in range(3)]
+    for copy in copies:
+        assert copy.patch() == ""
+        shutil.rmtree(copy.root)
+        copy.close()
+    workspace.close()
+    assert set(temp.glob("snaffle-index-*")) == before
