@@ -1,5 +1,10 @@
-"""Subprocesses for tools: a scratch environment (own venv, HOME and caches) and group-killing timeouts.
+"""The one place a model-caused process starts: bubblewrap confinement, a scratch environment, capped output.
 
+`Sandbox.run` starts a command under bubblewrap (`--unshare-all`: no network, private /proc, /dev and /tmp, a pid
+namespace so the whole process tree ends with the call) with an allowlisted environment (never a key). The host is
+visible read-only only where `data/sandbox.toml` lists it, plus the interpreter's prefixes; writable are only the
+working copy (its `.git` read-only) and the scratch dir. Output is read through a byte cap at the pipe. Mode `none`
+(`--sandbox none`, unsafe) runs the same command directly, with the same environment, caps and process cleanup.
 The scratch venv sees the launching interpreter's packages through a `.pth` file, so the repo's tests run, while
 `pip install` lands in the scratch venv and never in the host's site-packages.
 """
@@ -7,58 +12,336 @@ The scratch venv sees the launching interpreter's packages through a `.pth` file
 from __future__ import annotations
 
 import os
+import resource
+import selectors
 import signal
 import site
 import subprocess
+import sys
 import sysconfig
 import time
+import tomllib
+import uuid
 import venv
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
+from snaffle.exceptions import UserError
 from snaffle.tools import ToolFailure
 from snaffle.types import SOURCE_DIRS
 
 OUTPUT_CAP = 8_000
 BASH_TIMEOUT_S = 60.0
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "SSL_CERT_FILE", "PIP_FIND_LINKS", "PIP_INDEX_URL")
+MODES = ("bubblewrap", "none")
+BWRAP = "bwrap"
+INSTALL_HINT = (
+    "bubblewrap is not available here, and model-caused commands run only inside it: install it "
+    "(as root: apt-get install bubblewrap) or pass --sandbox none to run them unconfined (unsafe)"
+)
+EXIT_GRACE_S = 0.5
+READ_CHUNK = 65_536
+PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+PIP_SHIM = '#!/bin/sh\nexec "$VIRTUAL_ENV/bin/python" -m pip "$@"\n'
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a sandboxed process may see and use (from `data/sandbox.toml`; every key required)."""
+
+    system_paths: tuple[str, ...]
+    etc_paths: tuple[str, ...]
+    max_processes: int
+    keep_env: tuple[str, ...]
+    path: str
+    output_cap_bytes: int
+
+
+@cache
+def confinement() -> Confinement:
+    data = tomllib.loads(resources.files("snaffle.data").joinpath("sandbox.toml").read_text(encoding="utf-8"))
+    bubblewrap, environment = data["bubblewrap"], data["environment"]
+    return Confinement(
+        system_paths=tuple(bubblewrap["system_paths"]),
+        etc_paths=tuple(bubblewrap["etc_paths"]),
+        max_processes=int(bubblewrap["max_processes"]),
+        keep_env=tuple(environment["keep"]),
+        path=str(environment["path"]),
+        output_cap_bytes=int(data["output"]["cap_bytes"]),
+    )
+
+
+@dataclass(frozen=True)
+class Rlimits:
+    """Per-process resource limits of one call (0 = not set)."""
+
+    cpu_s: int = 0
+    memory_bytes: int = 0
+    file_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The outcome of one subprocess: merged output, exit code, whether it timed out, bytes dropped at the cap."""
+
+    output: str
+    returncode: int | None
+    timed_out: bool
+    dropped: int = 0
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    """The environment tool subprocesses run with."""
+    """Where and how model-caused processes run: the scratch dir, their environment, the confinement mode."""
 
     scratch: Path
     env: dict[str, str]
+    mode: str = "bubblewrap"
+    readable: tuple[Path, ...] = field(default=())
 
     @classmethod
-    def create(cls, scratch: Path) -> Sandbox:
-        """Make a scratch venv (no pip copy: the host's pip runs inside it) and an environment pointing at it."""
+    def create(cls, scratch: Path, mode: str = "bubblewrap") -> Sandbox:
+        """A scratch venv and HOME, an allowlisted environment; refuses `bubblewrap` mode where it cannot start."""
+        if mode not in MODES:
+            raise UserError(f"unknown sandbox mode {mode!r}: pass --sandbox {' or --sandbox '.join(MODES)}")
+        if mode == "bubblewrap" and not bubblewrap_works():
+            raise UserError(INSTALL_HINT)
         scratch.mkdir(parents=True, exist_ok=True)
+        scratch = scratch.resolve()
         env_dir = scratch / "venv"
         if not (env_dir / "bin" / "python").exists():
             venv.EnvBuilder(system_site_packages=False, with_pip=False, symlinks=True).create(env_dir)
             _link_host_packages(env_dir)
+            (env_dir / "bin" / "pip").write_text(PIP_SHIM)
+            (env_dir / "bin" / "pip").chmod(0o755)
         home = scratch / "home"
         home.mkdir(exist_ok=True)
-        env = {key: os.environ[key] for key in KEEP_ENV if key in os.environ}
-        env.update(
-            PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
-            VIRTUAL_ENV=str(env_dir),
-            HOME=str(home),
-            XDG_CACHE_HOME=str(home / ".cache"),
-            PIP_CACHE_DIR=str(home / ".cache" / "pip"),
-            PIP_DISABLE_PIP_VERSION_CHECK="1",
-            PYTHONDONTWRITEBYTECODE="1",
-            PYTHONUNBUFFERED="1",
-            GIT_TERMINAL_PROMPT="0",
-        )
-        return cls(scratch, env)
+        return cls(scratch, sandbox_env(env_dir, home, os.environ), mode, interpreter_paths())
 
     def env_for(self, root: Path, *first: str) -> dict[str, str]:
         """The environment for running a repository's code: its import roots (and `first`) on PYTHONPATH."""
         return {**self.env, "PYTHONPATH": os.pathsep.join([*first, *map(str, import_roots(root))])}
+
+    def run(
+        self,
+        argv: list[str] | str,
+        cwd: Path,
+        timeout_s: float,
+        *,
+        writable: Path,
+        env: Mapping[str, str] | None = None,
+        limits: Rlimits = Rlimits(),
+        output_cap: int | None = None,
+    ) -> Completed:
+        """Run one command confined; `writable` is the working copy (its `.git` stays read-only). A string is
+        a bash command line. Never raises for what the command does; a failure to start is a `ToolFailure`."""
+        command = ["/bin/bash", "-c", argv] if isinstance(argv, str) else list(argv)
+        env = dict(self.env if env is None else env)
+        cap = confinement().output_cap_bytes if output_cap is None else output_cap
+        if self.mode == "none":
+            return spawn(command, cwd, env, timeout_s, cap, limits)
+        wrapped = [*bubblewrap_argv(confinement(), self, writable, cwd, env), *command]
+        return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, limits)
+
+
+def sandbox_env(env_dir: Path, home: Path, host: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment a sandboxed process gets: the allowlist of `data/sandbox.toml` and fixed values."""
+    conf = confinement()
+    env = {key: host[key] for key in conf.keep_env if key in host}
+    env.update(
+        PATH=f"{env_dir / 'bin'}{os.pathsep}{conf.path}",
+        VIRTUAL_ENV=str(env_dir),
+        HOME=str(home),
+        TMPDIR="/tmp",
+        XDG_CACHE_HOME=str(home / ".cache"),
+        PIP_CACHE_DIR=str(home / ".cache" / "pip"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL="/dev/null",
+    )
+    return env
+
+
+def interpreter_paths() -> tuple[Path, ...]:
+    """The launching interpreter's prefixes and package dirs (real paths), shown read-only in the sandbox."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), *sysconfig.get_paths().values()}
+    paths.add(str(Path(sys.executable).resolve().parent.parent))
+    return tuple(sorted({Path(p).resolve() for p in paths if Path(p).exists()}))
+
+
+def bubblewrap_argv(conf: Confinement, box: Sandbox, writable: Path, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """bwrap's arguments up to the command: what is mounted where, the environment, the working directory."""
+    args = [BWRAP, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    for path in conf.system_paths:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    args += _ro_binds([*conf.etc_paths, *map(str, box.readable)])
+    args += ["--bind", str(box.scratch), str(box.scratch), "--bind", str(writable), str(writable)]
+    args += _ro_binds(map(str, git_paths(writable)))
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return [*args, "--chdir", str(cwd), "--"]
+
+
+def _ro_binds(paths: Iterable[str]) -> list[str]:
+    args: list[str] = []
+    for path in paths:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def git_paths(root: Path) -> list[Path]:
+    """A working copy's git data, shown read-only: its `.git` and the object stores it borrows (alternates)."""
+    dot_git = root / ".git"
+    if not dot_git.exists():
+        return []
+    paths = [dot_git]
+    alternates = dot_git / "objects" / "info" / "alternates"
+    if alternates.is_file():
+        for line in alternates.read_text(encoding="utf-8", errors="replace").splitlines():
+            target = (dot_git / "objects" / line.strip()).resolve() if line.strip() else None
+            if target is not None and target.is_dir():
+                paths.append(target)
+    return paths
+
+
+@cache
+def bubblewrap_works() -> bool:
+    """Whether bwrap can start a confined process here (installed, and namespaces permitted)."""
+    try:
+        probe = [BWRAP, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"]
+        return subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap: int, limits: Rlimits) -> Completed:
+    """Start in a new session and a pids cgroup when one is writable; read at most `cap` bytes; end the tree."""
+    group = PidsGroup.create(confinement().max_processes)
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_child_setup(limits, group))  # fmt: skip
+    except OSError as exc:
+        group.close()
+        raise ToolFailure(f"could not start {argv[0]}: {exc}") from exc
+    try:
+        head, tail, dropped, timed_out = read_capped(proc, cap, time.monotonic() + timeout_s)
+    finally:
+        _kill_group(proc)
+        group.close()
+        proc.wait()
+    output = head.decode("utf-8", "replace")
+    if dropped:
+        output += f"\n[... {dropped} bytes cut ...]\n" + tail.decode("utf-8", "replace")
+    return Completed(output, None if timed_out else proc.returncode, timed_out, dropped)
+
+
+def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tuple[bytes, bytes, int, bool]:
+    """Head and tail (each at most cap/2 bytes) of the output, the bytes dropped between, and whether time ran
+    out. Reading stops at EOF, or shortly after the process exits while a daemon still holds the pipe."""
+    assert proc.stdout is not None
+    fd, half = proc.stdout.fileno(), max(cap // 2, 1)
+    head, tail, dropped, exited_at = bytearray(), bytearray(), 0, None
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return bytes(head), bytes(tail), dropped, True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+                break
+            if not selector.select(timeout=min(0.1, deadline - now)):
+                continue
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                break
+            room = max(half - len(head), 0)
+            head += chunk[:room]
+            tail += chunk[room:]
+            if len(tail) > half:
+                dropped += len(tail) - half
+                del tail[: len(tail) - half]
+    return bytes(head), bytes(tail), dropped, False
+
+
+def _child_setup(limits: Rlimits, group: PidsGroup) -> Callable[[], None]:
+    def setup() -> None:
+        group.join()
+        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_s), (resource.RLIMIT_AS, limits.memory_bytes),
+                            (resource.RLIMIT_FSIZE, limits.file_bytes)):  # fmt: skip
+            if value:
+                resource.setrlimit(kind, (value, value))
+        if group.path is None and os.geteuid() != 0:
+            processes = confinement().max_processes
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+    return setup
+
+
+@dataclass(frozen=True)
+class PidsGroup:
+    """A pids cgroup for one call: at most `max_processes` at once, and every member killed when it closes."""
+
+    path: Path | None
+
+    @classmethod
+    def create(cls, max_processes: int) -> PidsGroup:
+        for root in PIDS_ROOTS:
+            if (root / "pids.max").exists() or not (root / "cgroup.procs").exists():
+                continue  # the root group has no pids.max; a root without cgroup.procs is no cgroup
+            path = root / f"snaffle-{uuid.uuid4().hex[:12]}"
+            try:
+                path.mkdir()
+                (path / "pids.max").write_text(str(max_processes))
+                return cls(path)
+            except OSError:
+                _remove(path)
+        return cls(None)
+
+    def join(self) -> None:
+        """Called in the child before exec: it and everything it starts belong to the group."""
+        if self.path is not None:
+            with open(self.path / "cgroup.procs", "w") as procs:
+                procs.write(str(os.getpid()))
+
+    def close(self) -> None:
+        if self.path is None:
+            return
+        for _ in range(50):
+            pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            if not pids:
+                break
+            for pid in pids:
+                _kill(pid)
+            time.sleep(0.01)
+        _remove(self.path)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def import_roots(root: Path) -> list[Path]:
@@ -77,15 +360,6 @@ def _link_host_packages(env_dir: Path) -> None:
     purelib.mkdir(parents=True, exist_ok=True)
     host = [p for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]} if Path(p).is_dir()]
     (purelib / "snaffle_host.pth").write_text("\n".join(sorted(host)) + "\n")
-
-
-@dataclass(frozen=True)
-class Completed:
-    """The outcome of one subprocess: merged output, exit code, whether it timed out."""
-
-    output: str
-    returncode: int | None
-    timed_out: bool
 
 
 def run_command(

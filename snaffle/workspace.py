@@ -21,6 +21,10 @@ ALWAYS_EXCLUDED = (
     ":(glob,exclude).pytest_cache/**",
 )
 GIT_TIMEOUT_S = 120
+INDEX_PREFIX = "snaffle-index-"
+SAFE_GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off")
+"""snaffle's own git never runs repository-controlled commands (a model may have written the repo's config)."""
+SAFE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
 
 
 class PathEscape(ValueError):
@@ -44,14 +48,18 @@ class Workspace:
         if git(root, "rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
             raise UserError(f"not a git repository: {repo} (run `git init && git add -A && git commit` there)")
         top = Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
-        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        index = Path(tempfile.mkdtemp(prefix=INDEX_PREFIX)) / "index"
         real_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
         if real_index.is_file():
             shutil.copyfile(real_index, index)
         return cls(top, snapshot_tree(top, index), index)
 
     def close(self) -> None:
-        shutil.rmtree(self.index.parent, ignore_errors=True)
+        """Remove the private index (a copy's index lives in its own .git and goes with the copy)."""
+        if self.index.parent.name.startswith(INDEX_PREFIX):
+            shutil.rmtree(self.index.parent, ignore_errors=True)
+        else:
+            self.index.unlink(missing_ok=True)
 
     def resolve(self, path: str) -> Path:
         """A path given by the model, relative to the root (or absolute inside it); escapes are refused."""
@@ -92,7 +100,7 @@ class Workspace:
         """A clean copy of the starting tree at `target` sharing this repo's objects (no network, no copy of .git)."""
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.root), str(target))
         git(target, "read-tree", "-u", "--reset", self.base_tree)
-        index = Path(tempfile.mkdtemp(prefix="snaffle-index-")) / "index"
+        index = target / ".git" / "snaffle-index"  # goes with the copy: nothing is left behind when it is removed
         shutil.copyfile(target / ".git" / "index", index)
         return Workspace(target.resolve(), self.base_tree, index)
 
@@ -100,8 +108,8 @@ class Workspace:
         """Apply a patch made against the starting tree to this working tree."""
         if not patch.strip():
             return
-        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=self.root, input=patch.encode(),
-                              capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
+        proc = subprocess.run([*SAFE_GIT, "apply", "--whitespace=nowarn", "-"], cwd=self.root, env=git_env(),
+                              input=patch.encode(), capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
         if proc.returncode != 0:
             raise UserError(f"patch does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
 
@@ -112,7 +120,7 @@ class Workspace:
 
 def snapshot_tree(root: Path, index: Path) -> str:
     """Write the working tree (respecting .gitignore) to a tree object through the private index."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    env = git_env(GIT_INDEX_FILE=str(index))
     git(root, "add", "-A", "--", ".", *ALWAYS_EXCLUDED, env=env)
     return git(root, "write-tree", env=env).strip()
 
@@ -120,9 +128,9 @@ def snapshot_tree(root: Path, index: Path) -> str:
 def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
     """Run git in `root` and return stdout (decoded leniently)."""
     proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
+        [*SAFE_GIT, *args],
         cwd=root,
-        env=env,
+        env=env or git_env(),
         capture_output=True,
         timeout=GIT_TIMEOUT_S,
         check=False,
@@ -135,8 +143,15 @@ def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool =
 
 def git_bytes(root: Path, *args: str) -> bytes:
     """Run git and return raw stdout (file contents)."""
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=True)
+    proc = subprocess.run(
+        [*SAFE_GIT, *args], cwd=root, env=git_env(), capture_output=True, timeout=GIT_TIMEOUT_S, check=True
+    )
     return proc.stdout
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """The environment of snaffle's own git calls: no system or global config, never a prompt."""
+    return {**os.environ, **SAFE_GIT_ENV, **extra}
 
 
 def classify_patch(patch: str) -> str:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snaffle.workspace import SAFE_GIT, SAFE_GIT_ENV
+
 MIRROR_LAYOUTS = ("{owner}__{name}", "{owner}+{name}", "{owner}__{name}.git", "{owner}/{name}")
 """Names a repository may have inside `--repos DIR`; each may hold the git directory itself or a `repo/` in it."""
 BASE_BRANCH = "snaffle-base"
@@ -218,13 +220,13 @@ def checkout_from_docker(image: str, dest: Path) -> Checkout:
 def git(cwd: Path, *args: str, stdin: str | None = None, check: bool = True) -> str | None:
     """Run git offline; stdout, or None on failure when `check` is off."""
     proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", "-c", "advice.detachedHead=false", *args],
+        [*SAFE_GIT, "-c", "advice.detachedHead=false", *args],
         cwd=cwd,
         input=stdin,
         capture_output=True,
         text=True,
         errors="replace",
-        env={**os.environ, **GIT_ENV},
+        env={**os.environ, **GIT_ENV, **SAFE_GIT_ENV},
         timeout=GIT_TIMEOUT_S,
     )
     if proc.returncode == 0:

@@ -1,0 +1,200 @@
+"""The sandbox as an attacker meets it: real bubblewrap, real processes, a real loopback listener, real git."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from snaffle import sandbox as sandbox_module
+from snaffle.exceptions import UserError
+from snaffle.sandbox import Completed, PidsGroup, Rlimits, Sandbox, bubblewrap_works
+
+pytestmark = pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot start here (.ci/run installs it)")
+SECRET = "sk-test-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "mod.py").write_text("X = 1\n")
+    return root
+
+
+@pytest.fixture
+def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("SNAFFLE_API_KEY", SECRET)
+    return Sandbox.create(tmp_path / "scratch")
+
+
+def run(box: Sandbox, repo: Path, command: str, timeout_s: float = 30, **kwargs: object) -> Completed:
+    return box.run(command, repo, timeout_s, writable=repo, **kwargs)  # type: ignore[arg-type]
+
+
+def test_no_secret_is_reachable_from_the_environment_or_proc(box: Sandbox, repo: Path) -> None:
+    done = run(box, repo, "env; cat /proc/*/environ; cat /proc/$PPID/environ; ls /proc")
+    assert SECRET not in done.output
+    assert "OPENAI_API_KEY" not in done.output and "SNAFFLE_" not in done.output
+
+
+def test_the_host_outside_the_copy_is_invisible(box: Sandbox, repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "user-secret.txt"
+    outside.write_text("private")
+    home_file = Path.home() / ".bashrc"
+    done = run(box, repo, f"cat {outside}; cat /etc/shadow; ls {Path.home()}; cat {home_file}; ls /run")
+    assert "private" not in done.output
+    assert "No such file" in done.output
+    assert "root:" not in done.output
+
+
+def test_git_metadata_is_read_only_and_the_copy_writable(box: Sandbox, repo: Path) -> None:
+    config = (repo / ".git" / "config").read_text()
+    done = run(box, repo, "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config; echo new > new.py")
+    assert "Read-only file system" in done.output
+    assert (repo / ".git" / "config").read_text() == config
+    assert (repo / "new.py").read_text() == "new\n"
+
+
+def test_tmp_is_private_and_does_not_persist(box: Sandbox, repo: Path) -> None:
+    marker = f"/tmp/snaffle-test-{uuid.uuid4().hex}"
+    run(box, repo, f"echo x > {marker}")
+    assert not Path(marker).exists()
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            accepted.append(server.accept()[0])
+        except OSError:  # closed at the end of the test: nobody connected
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.close()
+    assert not accepted, "a sandboxed process reached the host's loopback listener"
+
+
+def test_no_network_not_even_loopback_or_dev_tcp(box: Sandbox, repo: Path, listener: int) -> None:
+    code = f"import socket; socket.create_connection(('127.0.0.1', {listener}), timeout=2)"
+    done = run(box, repo, f'python -c "{code}"; echo hi > /dev/tcp/127.0.0.1/{listener} && echo REACHED')
+    assert "REACHED" not in done.output
+    assert "Connection refused" in done.output or "unreachable" in done.output
+
+
+def test_a_unix_socket_on_the_host_filesystem_is_out_of_reach(box: Sandbox, repo: Path, tmp_path: Path) -> None:
+    path = tmp_path / "host.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(path)!r}); print('REACHED')"
+    done = run(box, repo, f'python -c "{code}"')
+    server.close()
+    assert "REACHED" not in done.output
+
+
+def _alive(marker: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False)
+    return found.stdout.split()
+
+
+def test_detached_children_end_with_the_call(box: Sandbox, repo: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10_000 + 1000}.5"
+    run(box, repo, f"setsid sleep {marker} & nohup sleep {marker} >/dev/null 2>&1 & disown; echo started")
+    time.sleep(0.2)
+    assert _alive(f"sleep {marker}") == []
+
+
+def test_a_timeout_ends_the_whole_tree(box: Sandbox, repo: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10_000 + 1000}.25"
+    done = run(box, repo, f"sleep {marker} & sleep {marker}", timeout_s=1)
+    assert done.timed_out and done.returncode is None
+    time.sleep(0.2)
+    assert _alive(f"sleep {marker}") == []
+
+
+def test_a_fork_bomb_is_bounded(box: Sandbox, repo: Path) -> None:
+    if PidsGroup.create(1).path is None and os.geteuid() == 0:
+        pytest.skip("no writable pids cgroup, and RLIMIT_NPROC does not bind root")
+    limit = sandbox_module.confinement().max_processes
+    script = "n=0; for i in $(seq 400); do (sleep 3) 2>/dev/null & n=$((n+1)); done; echo started; ps -e | wc -l"
+    done = run(box, repo, script, timeout_s=20)
+    counted = [int(line) for line in done.output.split() if line.isdigit()]
+    assert counted and counted[-1] <= limit + 2
+    assert "Resource temporarily unavailable" in done.output
+
+
+def test_output_is_capped_at_the_pipe(box: Sandbox, repo: Path) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    done = run(box, repo, "yes | head -c 300000000; echo END", output_cap=4096)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert done.dropped > 299_000_000
+    assert len(done.output) < 4096 + 100
+    assert done.output.rstrip().endswith("END")
+    assert grown_kib < 50_000
+
+
+def test_rlimits_bind_inside(box: Sandbox, repo: Path) -> None:
+    code = "b = bytearray(3 * 1024**3)"
+    done = run(box, repo, f'python -c "{code}"', limits=Rlimits(memory_bytes=1024**3))
+    assert "MemoryError" in done.output
+
+
+def _wheel(directory: Path) -> Path:
+    """A minimal pure-Python wheel (no build step: pip installs it offline)."""
+    name, dist = "tiny_snaffle_probe", "tiny_snaffle_probe-0.1.dist-info"
+    files = {
+        f"{name}.py": "X = 1\n",
+        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: tiny-snaffle-probe\nVersion: 0.1\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    path = directory / f"{name}-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+        wheel.writestr(f"{dist}/RECORD", "".join(f"{m},,\n" for m in [*files, f"{dist}/RECORD"]))
+    return path
+
+
+def test_pip_installs_into_the_scratch_venv_never_the_host(box: Sandbox, repo: Path) -> None:
+    wheel = _wheel(repo)
+    command = f"pip install -q --no-index {wheel.name} && python -c 'import tiny_snaffle_probe as m; print(m.__file__)'"
+    done = run(box, repo, command, timeout_s=120)
+    assert str(box.scratch / "venv") in done.output, done.output
+    host = subprocess.run([sys.executable, "-c", "import tiny_snaffle_probe"], capture_output=True, check=False)
+    assert host.returncode != 0
+
+
+def test_without_bubblewrap_model_commands_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    bubblewrap_works.cache_clear()
+    try:
+        with pytest.raises(UserError, match="apt-get install bubblewrap.*--sandbox none"):
+            Sandbox.create(tmp_path / "scratch")
+        assert Sandbox.create(tmp_path / "scratch", mode="none").mode == "none"
+    finally:
+        bubblewrap_works.cache_clear()
+
+
+def test_an_unknown_mode_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--sandbox bubblewrap or --sandbox none"):
+        Sandbox.create(tmp_path, mode="docker")
