@@ -367,6 +367,12 @@ def test_an_invalid_body_is_refused_without_reaching_upstream(shim: StartShim, u
     assert upstream.requests == []
 
 
+def test_a_deeply_nested_body_is_refused_as_invalid(shim: StartShim, upstream: ScriptedServer) -> None:
+    response = httpx.post(f"{shim().base_url_for('r', 'i')}/chat/completions", content=b"[" * 100_000)
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.requests == []
+
+
 def test_a_client_leaving_midstream_closes_the_upstream_and_still_writes_a_row(shim: StartShim, tmp_path: Path) -> None:
     upstream_closed = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))

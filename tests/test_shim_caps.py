@@ -243,4 +243,5 @@ def test_a_non_streamed_answer_that_is_not_a_chat_completion_is_a_502(
     assert response.status_code == 502
     assert response.json()["error"]["type"] == "upstream_invalid_response"
     assert (row.status, row.error_type, row.usage_unknown) == (502, "upstream_invalid_response", True)
+    assert (row.usage_estimated, row.prompt_tokens, row.completion_tokens) == (True, PROMPT_TOKENS, 0)
     assert (totals["calls"], totals["errors"], totals["usage_unknown"]) == (0, 1, 1)
