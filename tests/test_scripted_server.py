@@ -226,6 +226,26 @@ def test_cut_stream_ends_abruptly_without_usage_or_done(sdk: Sdk) -> None:
     assert len(events) <= 2 and not any("[DONE]" in e or "usage" in e for e in events)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_raw_body_is_sent_verbatim_streamed_or_not(stream: bool) -> None:
+    with ScriptedServer([{"raw_body": "<html>not json"}, {"raw_body": '{"object": "list"}', "status": 201}]) as srv:
+        garbage = post(srv, {"messages": USER, "stream": stream})
+        other = post(srv, {"messages": USER})
+    assert (garbage.status_code, garbage.content) == (200, b"<html>not json")
+    assert garbage.headers["content-type"] == "application/json"
+    assert (other.status_code, other.json()) == (201, {"object": "list"})
+
+
+def test_stream_delay_paces_each_event() -> None:
+    with ScriptedServer([{"content": "abc", "stream_chunks": 3, "stream_delay": 0.1}]) as srv:
+        arrivals: list[float] = []
+        started = time.monotonic()
+        with httpx.stream("POST", srv.base_url + "/chat/completions", json={"messages": USER, "stream": True}) as r:
+            arrivals += [time.monotonic() - started for line in r.iter_lines() if line.startswith("data: ")]
+    assert len(arrivals) == 6  # role, three pieces, finish, [DONE]
+    assert arrivals[0] >= 0.1 and arrivals[-1] >= 0.6 and arrivals[-1] - arrivals[0] >= 0.5
+
+
 def test_status_429_carries_headers_and_error_body(sdk: Sdk) -> None:
     entry = {"status": 429, "headers": {"retry-after": "0", "x-ratelimit-remaining-requests": "0"}}
     with ScriptedServer([entry, entry]) as srv:
@@ -392,6 +412,8 @@ def test_load_script_reads_json_and_yaml(tmp_path: Path, name: str, text: str) -
         ('[{"contents": "typo"}]', "contents"),
         ('{"answers": []}', "responses"),
         ('[{"repeat": 0}]', "repeat"),
+        ('[{"stream_delay": "slow"}]', "stream_delay"),
+        ('[{"raw_body": 7}]', "raw_body"),
         ('[{"tool_calls": [{"arguments": {}}]}]', "name"),
         ('["just text"]', "mapping"),
     ),

@@ -207,7 +207,8 @@ def test_an_unreachable_upstream_answers_502(shim: StartShim, tmp_path: Path) ->
 
 
 LIMIT_CASES = [
-    # (limits, refused call, refusal type); each call uses 15 tokens and costs $0.0000775 (gpt-4o)
+    # (limits, refused call, refusal type); each call uses 15 tokens and costs $0.0000775 (gpt-4o); the shim holds
+    # only each call's prompt estimate while it is in flight (its output reserve is tested in test_shim_caps.py)
     (Limits(max_turns=2), 3, "max_turns_exceeded"),
     (Limits(max_tokens=40), 4, "budget_exceeded"),
     (Limits(max_dollars=0.0001), 3, "budget_exceeded"),
@@ -219,7 +220,7 @@ def test_each_limit_refuses_at_the_right_call(
     shim: StartShim, upstream: ScriptedServer, tmp_path: Path, limits: Limits, refused_at: int, kind: str
 ) -> None:
     upstream.push({"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 5}, "repeat": 10})
-    base = shim(limits=limits).base_url_for("r", "i")
+    base = shim(limits=limits, reserve_output_tokens=0).base_url_for("r", "i")
     statuses = [chat(base).status_code for _ in range(refused_at - 1)]
     assert statuses == [200] * (refused_at - 1)
     refused = chat(base)
@@ -232,7 +233,7 @@ def test_each_limit_refuses_at_the_right_call(
 
 def test_the_run_dollar_limit_spans_instances(shim: StartShim, upstream: ScriptedServer) -> None:
     upstream.push({"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 0}, "repeat": 5})
-    handle = shim(run_max_dollars=0.005)  # $0.0025 per call
+    handle = shim(run_max_dollars=0.005, reserve_output_tokens=0)  # $0.0025 per call
     assert chat(handle.base_url_for("run", "a")).status_code == 200
     assert chat(handle.base_url_for("run", "b")).status_code == 200
     refused = chat(handle.base_url_for("run", "c"))
@@ -366,6 +367,12 @@ def test_an_invalid_body_is_refused_without_reaching_upstream(shim: StartShim, u
     assert upstream.requests == []
 
 
+def test_a_deeply_nested_body_is_refused_as_invalid(shim: StartShim, upstream: ScriptedServer) -> None:
+    response = httpx.post(f"{shim().base_url_for('r', 'i')}/chat/completions", content=b"[" * 100_000)
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.requests == []
+
+
 def test_a_client_leaving_midstream_closes_the_upstream_and_still_writes_a_row(shim: StartShim, tmp_path: Path) -> None:
     upstream_closed = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
@@ -412,6 +419,10 @@ def test_the_cli_registers_shim_serve() -> None:
     config = config_from_args(args)
     assert (config.upstream, config.db, config.port, config.host) == ("http://h/v1", Path("l.db"), 8765, "127.0.0.1")
     assert config.limits == Limits(max_turns=3, timeout_s=60.0)
+    assert (config.reserve_output_tokens, config.max_body_bytes) == (4096, 8 << 20)
+    flags = ["--reserve-output-tokens", "0", "--max-body-bytes", "1000"]
+    changed = config_from_args(parser.parse_args(["shim", "serve", "--upstream", "u", "--db", "d", *flags]))
+    assert (changed.reserve_output_tokens, changed.max_body_bytes) == (0, 1000)
     assert parser.parse_args(["shim"]).func(args) == 2  # `snaffle shim` alone prints its help
 
 

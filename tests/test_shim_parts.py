@@ -18,8 +18,8 @@ from snaffle.exceptions import UserError
 from snaffle.shim.app import RelayResponse
 from snaffle.shim.config import ShimConfig, is_loopback
 from snaffle.shim.ledger import COLUMNS, MIGRATIONS, Ledger, LedgerRow, Totals, migrate
-from snaffle.shim.limits import check, remaining
-from snaffle.shim.pacer import Pacer, PacerTimeout, estimate_tokens
+from snaffle.shim.limits import Hold, check, remaining
+from snaffle.shim.pacer import Pacer, PacerTimeout, asked_completion_tokens, estimate_tokens
 from snaffle.shim.pricing import load_pricing, parse_pricing
 from snaffle.shim.transport import Dechunker, LeanTransport
 from snaffle.shim.wire import inspect_event, parse_usage, split_events
@@ -117,8 +117,65 @@ def totals(calls: int = 0, tokens: int = 0, dollars: float = 0.0) -> Totals:
 def test_check_refuses_exactly_at_each_limit(
     limits: Limits, state: Totals, reserved: int, run: tuple[float, float], expected: str | None
 ) -> None:
-    refusal = check(limits, state, reserved=reserved, run_dollars=run[0], run_max_dollars=run[1], now=10.0)
+    refusal = check(limits, state, held=Hold(reserved), run_dollars=run[0], run_max_dollars=run[1], now=10.0)
     assert (refusal.type if refusal else None) == expected
+
+
+TOKENS_1000, DOLLARS_1, NO_RUN_CAP = Limits(max_tokens=1000), Limits(max_dollars=1.0), (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("limits", "state", "held", "worst", "run", "expected"),
+    [
+        (TOKENS_1000, totals(1, 600), Hold(1, 200), Hold(1, 200), NO_RUN_CAP, None),  # fits exactly
+        (TOKENS_1000, totals(1, 600), Hold(1, 200), Hold(1, 201), NO_RUN_CAP, "budget_exceeded"),
+        (TOKENS_1000, totals(), Hold(), Hold(1, 1001), NO_RUN_CAP, "budget_exceeded"),  # too big on its own
+        (TOKENS_1000, totals(), Hold(3, 1000), Hold(1, 0), NO_RUN_CAP, "budget_exceeded"),  # held by calls in flight
+        (DOLLARS_1, totals(1, dollars=0.5), Hold(1, 0, 0.25), Hold(1, 0, 0.25), NO_RUN_CAP, None),
+        (DOLLARS_1, totals(1, dollars=0.5), Hold(1, 0, 0.25), Hold(1, 0, 0.26), NO_RUN_CAP, "budget_exceeded"),
+        (Limits(), totals(), Hold(), Hold(1, 0, 0.5), (4.5, 5.0), None),  # (run dollars spent or held, run max)
+        (Limits(), totals(), Hold(), Hold(1, 0, 0.51), (4.5, 5.0), "budget_exceeded"),
+        (Limits(), totals(99, 10**9, 1e6), Hold(50, 10**9, 1e6), Hold(1, 10**9, 1e6), (1e6, 0.0), None),  # off
+    ],
+)
+def test_check_holds_each_call_in_flight_at_its_worst_case(
+    limits: Limits, state: Totals, held: Hold, worst: Hold, run: tuple[float, float], expected: str | None
+) -> None:
+    refusal = check(limits, state, held=held, worst=worst, run_dollars=run[0], run_max_dollars=run[1], now=10.0)
+    assert (refusal.type if refusal else None) == expected
+
+
+def test_a_call_too_big_for_what_is_left_is_told_how_to_fit() -> None:
+    refusal = check(Limits(max_tokens=1000), totals(1, 900), worst=Hold(1, 4103))
+    assert refusal is not None and "4103 tokens" in refusal.message and "100 tokens left" in refusal.message
+    assert "max_tokens" in refusal.message and "--reserve-output-tokens" in refusal.message
+
+
+def test_a_hold_given_back_by_every_call_in_flight_leaves_nothing() -> None:
+    calls = [Hold(1, 7, 0.1), Hold(1, 9, 0.2), Hold(1, 4096, 0.7)]
+    held = Hold()
+    for call in calls:
+        held += call
+    assert held == Hold(3, 4112, 0.1 + 0.2 + 0.7)
+    for call in calls:
+        held -= call
+    assert held == Hold()  # exactly: no float dust
+
+
+@pytest.mark.parametrize(
+    ("payload", "asked"),
+    [
+        ({}, None),
+        ({"max_tokens": 100}, 100),
+        ({"max_completion_tokens": 50, "max_tokens": 100}, 50),
+        ({"max_tokens": 0}, 0),
+        ({"max_tokens": "100"}, None),
+        ({"max_tokens": True}, None),
+        ({"max_tokens": -1}, None),
+    ],
+)
+def test_the_asked_completion_is_a_count_or_none(payload: dict[str, object], asked: int | None) -> None:
+    assert asked_completion_tokens(payload) == asked
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The shim's Starlette app: forwards chat completions upstream, meters each call into the ledger, paces
-admission and refuses calls past a limit. Instance identity comes from the `/i/{run}/{instance}` prefix."""
+admission and refuses calls that could pass a limit. Instance identity comes from the `/i/{run}/{instance}` prefix."""
 
 from __future__ import annotations
 
@@ -26,18 +26,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from snaffle.shim import limits
 from snaffle.shim.config import ShimConfig
 from snaffle.shim.ledger import Ledger, LedgerRow, Totals
+from snaffle.shim.limits import Hold
 from snaffle.shim.pacer import (
     Pacer,
     PacerTimeout,
     Ticket,
+    asked_completion_tokens,
     estimate_prompt_tokens,
     estimate_text_tokens,
-    estimate_tokens,
 )
 from snaffle.shim.pricing import Pricing, load_pricing
 from snaffle.shim.transport import LeanTransport
 from snaffle.shim.wire import (
     DONE_EVENT,
+    chat_completion,
+    error_body,
     inspect_event,
     parse_usage,
     passed_headers,
@@ -54,6 +57,8 @@ DEFAULT_INSTANCE = "default"
 LONG_PROMPT_BYTES = 32_768
 RELAYED_BYTES = 4 << 20
 """A stream's events kept for estimating its usage if it breaks (beyond this, the estimate undercounts)."""
+INVALID_RESPONSE = "upstream_invalid_response"
+"""The error type of a non-streamed 2xx answer that is not a chat completion (answered 502; usage unknown)."""
 
 Key = tuple[str, str]
 
@@ -79,10 +84,11 @@ class Call:
     bytes: int = 0
     error_type: str | None = None
     ticket: Ticket | None = None
-    reserved: bool = False
+    hold: Hold | None = None
+    """What the call holds against the limits while in flight: a turn, its worst-case tokens and dollars."""
     finished: bool = False
     payload: dict[str, Any] | None = None
-    """A stream's request, kept for estimating its usage if the stream breaks before reporting it."""
+    """The request, kept for estimating the call's usage if the upstream never reports it."""
     relayed: list[builtins.bytes] = field(default_factory=list)
     """A stream's relayed events (up to RELAYED_BYTES), for the same estimate."""
     estimated: bool = False
@@ -91,6 +97,11 @@ class Call:
     @property
     def key(self) -> Key:
         return (self.run, self.instance)
+
+    @property
+    def charged(self) -> bool:
+        """The upstream answered with success, so it may have charged for the call (even if the answer was unusable)."""
+        return 200 <= self.status < 300 or self.error_type == INVALID_RESPONSE
 
 
 class Shim:
@@ -111,8 +122,9 @@ class Shim:
         self._totals: dict[Key, Totals] = {}
         self._numbers: dict[Key, int] = {}
         self._started: dict[Key, float] = {}
-        self._reserved: dict[Key, int] = {}
+        self._held: dict[Key, Hold] = {}
         self._run_dollars: dict[str, float] = {}
+        self._run_held: dict[str, Hold] = {}
 
     def app(self) -> ASGIApp:
         chat, models = self.chat, self.models
@@ -151,27 +163,31 @@ class Shim:
     async def chat(self, request: Request) -> Response:
         run = request.path_params.get("run", DEFAULT_RUN)
         instance = request.path_params.get("instance", DEFAULT_INSTANCE)
-        body = await request.body()
+        body = await read_body(request, self.config.max_body_bytes)
+        if body is None:
+            message = f"the request body is longer than {self.config.max_body_bytes} bytes: send a shorter one, or "
+            headers = {**self._current(run, instance), "connection": "close"}  # the rest of the body is never read
+            return error_response(413, "request_too_large", message + "raise the shim's --max-body-bytes", headers)
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
         if not isinstance(payload, dict):
             message = "the body must be a chat-completions JSON object"
             return error_response(400, "invalid_request_error", message, self._current(run, instance))
         call = self._open(run, instance, payload)
-        refusal = self._check(call)
-        if refusal is not None:
-            return self._refuse(call, refusal)
         try:
-            call.ticket = await self._admit(call, payload, len(body))
+            worst, estimate = await self._worst_case(call, payload, len(body))
+            refusal = self._check(call, worst)  # checked and held with no await between: concurrent calls queue
+            if refusal is not None:
+                return self._refuse(call, refusal)
+            call.ticket = await self._admit(call, worst, estimate)
         except PacerTimeout as exc:
             return self._refuse(call, limits.Refusal("timeout", f"the pacer did not admit it in time: {exc}"))
         finally:
             if call.ticket is None:
-                self._finish(call)  # refused above or cancelled while waiting: row written, slot freed
+                self._finish(call)  # refused above or cancelled while waiting: row written, slot and hold freed
         if call.stream:
-            call.payload = payload
             return await self._stream(call, payload, body)
         return await self._complete(call, body)
 
@@ -204,7 +220,7 @@ class Shim:
 
     # -- one call ------------------------------------------------------------------------------------------
 
-    def _open(self, run: str, instance: str, payload: Mapping[str, Any]) -> Call:
+    def _open(self, run: str, instance: str, payload: dict[str, Any]) -> Call:
         key = (run, instance)
         if key not in self._totals:
             self._load(key)
@@ -212,7 +228,7 @@ class Shim:
         now = time.time()
         self._started.setdefault(key, now)
         model, stream = str(payload.get("model") or ""), payload.get("stream") is True
-        return Call(run, instance, self._numbers[key], model, stream, now, time.perf_counter())
+        return Call(run, instance, self._numbers[key], model, stream, now, time.perf_counter(), payload=payload)
 
     def _current(self, run: str, instance: str) -> dict[str, str]:
         """The instance's cumulative usage headers, for answers that are not calls."""
@@ -224,31 +240,47 @@ class Shim:
         """Continue an instance's tallies from the ledger (after a restart, say)."""
         totals = self._totals[key] = self.ledger.totals(*key)
         self._numbers[key] = totals.requests
-        self._reserved[key] = 0
+        self._held[key] = Hold()
         if totals.first_ts is not None:
             self._started[key] = totals.first_ts
         if key[0] not in self._run_dollars:
             self._run_dollars[key[0]] = self.ledger.run_dollars(key[0])
+            self._run_held[key[0]] = Hold()
 
-    def _check(self, call: Call) -> limits.Refusal | None:
+    async def _worst_case(self, call: Call, payload: Mapping[str, Any], size: int) -> tuple[Hold, int]:
+        """What the call may spend at most (a turn; its prompt estimate plus its `max_tokens`, else the configured
+        reserve; their price), and the pacer's estimate (the prompt plus the `max_tokens` asked for, if any)."""
+        config = self.config
+        capped = bool(config.limits.max_tokens or config.limits.max_dollars or config.run_max_dollars)
+        if not (capped or self.pacer.tokens_per_minute):
+            return Hold(turns=1), 0
+        if size > LONG_PROMPT_BYTES:  # a long prompt is encoded off the event loop
+            prompt = await asyncio.to_thread(estimate_prompt_tokens, payload)
+        else:
+            prompt = estimate_prompt_tokens(payload)
+        asked = asked_completion_tokens(payload)
+        worst = Usage(prompt, config.reserve_output_tokens if asked is None else asked)
+        dollars = self.pricing.dollars(call.model, worst) if capped else 0.0
+        return Hold(1, worst.total_tokens, dollars), prompt + (asked or 0)
+
+    def _check(self, call: Call, worst: Hold) -> limits.Refusal | None:
         return limits.check(
             self.config.limits,
             self._totals[call.key],
-            reserved=self._reserved[call.key],
-            run_dollars=self._run_dollars[call.run],
+            held=self._held[call.key],
+            worst=worst,
+            run_dollars=self._run_dollars[call.run] + self._run_held[call.run].dollars,
             run_max_dollars=self.config.run_max_dollars,
             started=self._started[call.key],
             now=call.ts,
         )
 
-    async def _admit(self, call: Call, payload: Mapping[str, Any], size: int) -> Ticket:
-        """Reserve a turn, then wait for the pacer, at most for the instance's remaining wall-clock."""
-        call.reserved = True
-        self._reserved[call.key] += 1
-        estimate = 0
-        if self.pacer.tokens_per_minute:  # a long prompt is encoded off the event loop
-            big = size > LONG_PROMPT_BYTES
-            estimate = await asyncio.to_thread(estimate_tokens, payload) if big else estimate_tokens(payload)
+    async def _admit(self, call: Call, worst: Hold, estimate: int) -> Ticket:
+        """Hold the call's worst case against the limits, then wait for the pacer, at most for the instance's
+        remaining wall-clock; `_finish` gives the hold back and counts the real usage instead."""
+        call.hold = worst
+        self._held[call.key] += worst
+        self._run_held[call.run] += worst
         left = limits.remaining(self.config.limits, self._started[call.key], time.time())
         return await self.pacer.acquire(estimate, timeout=left)
 
@@ -280,11 +312,26 @@ class Shim:
         except httpx.HTTPError as exc:
             return self._upstream_failed(call, exc)
         call.bytes = len(content)
-        if upstream.is_success:
-            call.usage = self._usage_in(call, content)
-        else:
+        if not upstream.is_success:
             call.error_type = f"upstream_{upstream.status_code}"
+            return upstream.status_code, content, passed_headers(upstream.headers)
+        answer = chat_completion(content)
+        if answer is None:
+            return await self._invalid_answer(call, upstream.status_code)
+        usage = parse_usage(answer.get("usage"))
+        call.usage = None if usage is None else self._priced(call, usage)
         return upstream.status_code, content, passed_headers(upstream.headers)
+
+    async def _invalid_answer(self, call: Call, status: int) -> tuple[int, bytes, dict[str, str]]:
+        """A 2xx answer that is not a chat completion: a 502 to the client, and a row whose usage is unknown (the
+        upstream read the prompt, so the prompt estimate is counted)."""
+        call.status, call.error_type = 502, INVALID_RESPONSE
+        await self._estimate_missing_usage(call)
+        message = (
+            f"the upstream answered {status} with something that is not a chat completion (not JSON, or no "
+            "`choices`): check that --upstream is an OpenAI-compatible base URL"
+        )
+        return 502, json.dumps(error_body(INVALID_RESPONSE, message)).encode(), {"content-type": "application/json"}
 
     async def _stream(self, call: Call, payload: dict[str, Any], body: bytes) -> Response:
         options = payload.get("stream_options")
@@ -375,27 +422,18 @@ class Shim:
             "upstream_timeout" if timed_out else ("upstream_unavailable" if unreachable else "upstream_broken")
         )
         message = f"upstream {type(exc).__name__} ({call.error_type.removeprefix('upstream_').replace('_', ' ')})"
-        body = {"error": {"type": call.error_type, "code": call.error_type, "message": message, "param": None}}
+        body = error_body(call.error_type, message)
         return call.status, json.dumps(body).encode(), {"content-type": "application/json"}
-
-    def _usage_in(self, call: Call, content: bytes) -> Usage | None:
-        if b'"usage"' not in content:
-            return None
-        try:
-            raw = json.loads(content).get("usage")
-        except (ValueError, AttributeError):
-            return None
-        usage = parse_usage(raw)
-        return None if usage is None else self._priced(call, usage)
 
     def _priced(self, call: Call, usage: Usage) -> Usage:
         dollars = self.pricing.dollars(call.model, usage)
         return Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, dollars)
 
     async def _estimate_missing_usage(self, call: Call) -> None:
-        """A stream that ended without its usage: count what it cost, as an estimate (encoded off the event loop,
-        where a long prompt would stall every other client)."""
-        if call.usage is None and call.payload is not None and 200 <= call.status < 300:
+        """An answered call without its usage (a stream that ended before it, an answer that is not a chat
+        completion): count what it cost, as an estimate (encoded off the event loop, where a long prompt would
+        stall every other client)."""
+        if call.usage is None and call.payload is not None and call.charged:
             call.usage = self._priced(call, await asyncio.to_thread(_estimate, call.payload, call.relayed))
             call.estimated = True
 
@@ -406,9 +444,10 @@ class Shim:
         call.finished = True
         if not call.status:  # it never got an answer: cancelled while waiting for admission
             call.status, call.error_type = 499, call.error_type or "cancelled"
-        if call.reserved:
-            self._reserved[call.key] -= 1
-        unknown = (call.usage is None or call.estimated) and 200 <= call.status < 300
+        if call.hold is not None:
+            self._held[call.key] -= call.hold
+            self._run_held[call.run] -= call.hold
+        unknown = (call.usage is None or call.estimated) and call.charged
         usage = call.usage or Usage()
         if call.ticket is not None:
             self.pacer.release(call.ticket, None if unknown else usage.total_tokens)
@@ -485,8 +524,22 @@ class TokenGate:
 
 
 def error_response(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    body = {"error": {"type": kind, "code": kind, "message": message, "param": None}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(error_body(kind, message), status_code=status, headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None when it is longer than `limit` bytes (0: no limit); an oversize body is read
+    no further than the limit, and not at all when its declared length is over it."""
+    declared = request.headers.get("content-length", "")
+    if limit and declared.isdigit() and int(declared) > limit:
+        return None
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if limit and size > limit:
+            return None
+        parts.append(part)
+    return b"".join(parts)
 
 
 def build_app(config: ShimConfig, pricing: Pricing | None = None) -> ASGIApp:

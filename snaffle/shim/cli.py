@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from snaffle.exceptions import UserError
-from snaffle.shim.config import ShimConfig
+from snaffle.shim.config import MAX_BODY_BYTES, RESERVE_OUTPUT_TOKENS, ShimConfig
 from snaffle.shim.server import serve
 from snaffle.types import Limits
 
@@ -24,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "serve",
         help="serve the shim on loopback",
         description="Forward OpenAI-compatible chat completions to --upstream, metering each call into the "
-        "ledger --db; instances use base URL http://HOST:PORT/i/{run}/{instance}/v1. Limits: 0 means off.",
+        "ledger --db; instances use base URL http://HOST:PORT/i/{run}/{instance}/v1. Limits: 0 means off. While a "
+        "call is in flight it holds its worst case against the token and dollar limits: its prompt estimate plus "
+        "its max_tokens (else --reserve-output-tokens), priced.",
     )
     parser.add_argument("--upstream", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the upstream API key")
@@ -42,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--max-in-flight", type=int, default=0, help="pacer: upstream requests at once")
     parser.add_argument("--tokens-per-minute", type=int, default=0, help="pacer: token bucket size per minute")
     parser.add_argument("--upstream-timeout", type=float, default=600.0, help="seconds to wait for the upstream")
+    reserve = f"completion tokens a call without max_tokens holds against the caps (default {RESERVE_OUTPUT_TOKENS})"
+    parser.add_argument("--reserve-output-tokens", type=int, default=RESERVE_OUTPUT_TOKENS, metavar="N", help=reserve)
+    body = f"refuse longer request bodies with 413 (default {MAX_BODY_BYTES})"
+    parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, metavar="N", help=body)
     parser.set_defaults(func=run_serve)
 
 
@@ -57,6 +63,8 @@ def config_from_args(args: argparse.Namespace) -> ShimConfig:
         max_in_flight=args.max_in_flight,
         tokens_per_minute=args.tokens_per_minute,
         upstream_timeout_s=args.upstream_timeout,
+        reserve_output_tokens=args.reserve_output_tokens,
+        max_body_bytes=args.max_body_bytes,
         host=args.host,
         port=args.port,
         allow_remote=args.allow_remote,

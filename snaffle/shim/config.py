@@ -10,6 +10,11 @@ from pathlib import Path
 from snaffle.exceptions import UserError
 from snaffle.types import Limits
 
+RESERVE_OUTPUT_TOKENS = 4096
+"""Completion tokens a request without `max_tokens` is assumed to use at most, while token or dollar caps are on."""
+MAX_BODY_BYTES = 8 << 20
+"""The largest request body the shim reads (a long prompt is well under 1 MiB)."""
+
 
 @dataclass(frozen=True)
 class ShimConfig:
@@ -27,6 +32,11 @@ class ShimConfig:
     max_in_flight: int = 0
     tokens_per_minute: int = 0
     upstream_timeout_s: float = 600.0
+    reserve_output_tokens: int = RESERVE_OUTPUT_TOKENS
+    """A call's worst case, held against the token and dollar caps while it is in flight, is its prompt estimate
+    plus its `max_tokens` (or `max_completion_tokens`), else this many completion tokens; 0 reserves the prompt."""
+    max_body_bytes: int = MAX_BODY_BYTES
+    """Longer request bodies are refused with 413 (read no further than this); 0 means off."""
     host: str = "127.0.0.1"
     port: int = 0
     allow_remote: bool = False

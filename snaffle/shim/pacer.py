@@ -136,8 +136,16 @@ def _encoding() -> Any:
 
 def estimate_tokens(payload: Mapping[str, Any]) -> int:
     """Tokens a chat-completions request will use: its prompt (cl100k, offline) plus its max completion."""
-    completion = payload.get("max_completion_tokens") or payload.get("max_tokens") or 0
-    return estimate_prompt_tokens(payload) + int(completion)
+    return estimate_prompt_tokens(payload) + (asked_completion_tokens(payload) or 0)
+
+
+def asked_completion_tokens(payload: Mapping[str, Any]) -> int | None:
+    """The request's `max_completion_tokens`, else its `max_tokens`; None when it sets neither to a count."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = payload.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def estimate_text_tokens(text: str) -> int:

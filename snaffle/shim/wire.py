@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import httpx
 
@@ -58,6 +59,20 @@ def streamed_text(events: list[bytes]) -> str:
                 function = call.get("function") or {} if isinstance(call, dict) else {}
                 parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
     return "".join(parts)
+
+
+def chat_completion(content: bytes) -> dict[str, Any] | None:
+    """A non-streamed answer as a chat-completion object, or None when it is not one (not JSON, or no `choices`)."""
+    try:
+        answer = json.loads(content)
+    except (ValueError, RecursionError):  # undecodable bytes are a ValueError too
+        return None
+    return answer if isinstance(answer, dict) and isinstance(answer.get("choices"), list) else None
+
+
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    """An OpenAI-style error object; `kind` is both its type and its code."""
+    return {"error": {"type": kind, "code": kind, "message": message, "param": None}}
 
 
 def parse_usage(raw: object) -> Usage | None:

@@ -28,9 +28,10 @@ Entry = dict[str, Any]
 # Entry keys, all optional: content, reasoning_content, finish_reason; tool_calls [{name, arguments (a dict,
 # or a str sent verbatim), id?}]; usage (overrides of the counted usage); delay (seconds before answering);
 # status, error, headers (an error answer and extra response headers); stream_chunks (content pieces when
-# streaming); cut_stream_after (close a stream after that many events, without usage or [DONE]); expect
-# ({key: value}, null meaning absent) and expect_contains (a string the messages must contain); repeat (serve
-# this entry n times).
+# streaming); cut_stream_after (close a stream after that many events, without usage or [DONE]); stream_delay
+# (seconds before each streamed event); raw_body (a string sent verbatim as the answer's JSON body, streamed
+# or not: a garbage answer); expect ({key: value}, null meaning absent) and expect_contains (a string the
+# messages must contain); repeat (serve this entry n times).
 ENTRY_KEYS = frozenset(
     {
         "content",
@@ -44,6 +45,8 @@ ENTRY_KEYS = frozenset(
         "headers",
         "stream_chunks",
         "cut_stream_after",
+        "stream_delay",
+        "raw_body",
         "expect",
         "expect_contains",
         "repeat",
@@ -74,6 +77,8 @@ class _Reply:
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0
     cut_after: int | None = None
+    raw: bytes | None = None
+    event_delay: float = 0.0
 
 
 # --- script loading and validation -------------------------------------------------------------
@@ -110,6 +115,8 @@ def _checked(entry: object) -> Entry:
             raise ValueError(f"script entry `{key}` must be a non-negative int, got {entry[key]!r}")
     if entry.get("repeat", 1) < 1 or not isinstance(entry.get("delay", 0), int | float):
         raise ValueError(f"script entry needs `repeat` >= 1 and a numeric `delay`: {entry!r}")
+    if not isinstance(entry.get("stream_delay", 0), int | float) or not isinstance(entry.get("raw_body", ""), str):
+        raise ValueError(f"script entry needs a numeric `stream_delay` and a string `raw_body`: {entry!r}")
     for call in entry.get("tool_calls") or []:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise ValueError(f"each tool call needs a string `name`, got {call!r}")
@@ -309,12 +316,15 @@ def _build_reply(entry: Entry | None, body: dict[str, Any], number: int, model: 
         error = {"message": failure, "type": "script_expectation_failed", "code": "script_expectation_failed"}
         return _Reply(400, _error_payload(400, error), headers=headers, delay=delay)
     status = int(entry.get("status") or 200)
+    if "raw_body" in entry:
+        return _Reply(status, headers=headers, delay=delay, raw=str(entry["raw_body"]).encode())
     if status != 200:
         return _Reply(status, _error_payload(status, entry.get("error")), headers=headers, delay=delay)
     model = str(body.get("model") or model)
     if body.get("stream") is True:
-        events = _chunks(entry, body, number, model)
-        return _Reply(200, events=events, headers=headers, delay=delay, cut_after=entry.get("cut_stream_after"))
+        events, cut = _chunks(entry, body, number, model), entry.get("cut_stream_after")
+        pause = float(entry.get("stream_delay") or 0.0)
+        return _Reply(200, events=events, headers=headers, delay=delay, cut_after=cut, event_delay=pause)
     return _Reply(200, _completion(entry, body, number, model), headers=headers, delay=delay)
 
 
@@ -461,6 +471,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if reply.delay and self._state().stopping.wait(reply.delay):
                 self.close_connection = True
+            elif reply.raw is not None:
+                self._send_raw(reply.status, reply.raw, reply.headers)
             elif reply.events is None:
                 self._send_json(reply.status, reply.payload or {}, reply.headers)
             else:
@@ -469,7 +481,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: Sequence[tuple[str, str]] = ()) -> None:
-        data = json.dumps(payload).encode()
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -490,13 +504,18 @@ class _Handler(BaseHTTPRequestHandler):
         events = [json.dumps(e) for e in reply.events or ()]
         if reply.cut_after is not None:
             for event in events[: reply.cut_after]:
-                self._write_chunk(f"data: {event}\n\n")
+                self._write_event(event, reply.event_delay)
             self.close_connection = True  # abrupt: no [DONE], no usage, no final zero-length chunk
             return
         for event in [*events, "[DONE]"]:
-            self._write_chunk(f"data: {event}\n\n")
+            self._write_event(event, reply.event_delay)
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _write_event(self, event: str, delay: float) -> None:
+        if delay and self._state().stopping.wait(delay):
+            raise ConnectionAbortedError("the scripted server is stopping")
+        self._write_chunk(f"data: {event}\n\n")
 
     def _write_chunk(self, text: str) -> None:
         data = text.encode()
