@@ -113,7 +113,7 @@ class ArmSpec:
         return [schema_of(TOOLS[name].method) for name in self.tools]
 
     def system_prompt(self, protocol: str, example: Mapping[str, Any] | None = None) -> str:
-        """The system prompt file, with the text protocol's tool list and `example` (else the arm's) appended."""
+        """The system prompt; with the text protocol the tools and `example` (else the arm's own) are appended."""
         return prompts.system_prompt(prompts.load(self.system_file), self.schemas(), protocol, example or self.example)
 
     def messages(self, protocol: str, example: Mapping[str, Any] | None = None, **slots: str) -> tuple[Message, ...]:
