@@ -43,14 +43,20 @@ from typing import Any
 
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
+from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.agentless.pipeline import PipelineConfig
 from snaffle.agentless.validate import changed_lines
+from snaffle.arms import AGENTLESS, CONTROL
+from snaffle.arms import ARMS as SNAFFLE_ARMS
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
 
 TASKS_FILE = Path(__file__).with_name("ab_tasks.toml")
-ARMS = ("agentless", "agentless-oneshot", "structured", "minimal", "mini-swe-agent")
-DEFAULT_ARMS = "agentless-oneshot,minimal"
+ONE_SHOT = "agentless-oneshot"
+ALIASES = {ONE_SHOT: AGENTLESS.name}
+"""Bench arms that run a snaffle arm with other settings (one tool-less call per repair sample)."""
+ARMS = (*SNAFFLE_ARMS, *ALIASES, *EXTERNAL)
+DEFAULT_ARMS = f"{ONE_SHOT},{CONTROL}"
 EDIT_FORMATS = ("rewrite", "search_replace", "auto")
 JUDGE_TIMEOUT_S = 120
 SPEED_PROMPT_WORDS = 420
@@ -303,16 +309,15 @@ def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Pa
     """Run the arm; a crash is recorded (status `crashed`) and the batch goes on."""
     snaffle_task = Task(repo, task.issue, task.id, failing_test)
     try:
-        if variant.arm == "mini-swe-agent":
-            from snaffle.adapters import AdapterSpec, MiniSweAgentAdapter
-
-            spec = AdapterSpec("mini-swe-agent", bench.model, temperature=0.0, tool_protocol="text")
-            return MiniSweAgentAdapter(spec, out).run(snaffle_task, repo, bench.limits, bench.model_url).exit_status, ""
+        if variant.arm in EXTERNAL:
+            spec = AdapterSpec(variant.arm, bench.model, temperature=0.0, tool_protocol="text")
+            adapter = EXTERNAL[variant.arm](spec, out)
+            return adapter.run(snaffle_task, repo, bench.limits, bench.model_url).exit_status, ""
         from snaffle.model.client import ModelConfig
         from snaffle.run import SolveConfig, solve, zero_pricer
 
         model = ModelConfig(bench.model_url, bench.model, tool_protocol="text")
-        arm = "agentless" if variant.arm.startswith("agentless") else variant.arm
+        arm = ALIASES.get(variant.arm, variant.arm)
         config = SolveConfig(arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline,
                              mechanisms=variant.mechanisms)  # fmt: skip
         return solve(snaffle_task, config).exit_status, ""
@@ -335,7 +340,7 @@ def patch_lines(path: Path) -> int:
 def arm_variant(arm: str, mechanisms: Mechanisms = ALL_MECHANISMS, suffix: str = "") -> Variant:
     if arm not in ARMS:
         raise SystemExit(f"unknown arm {arm!r}; choose from: {', '.join(ARMS)}")
-    pipeline = PipelineConfig(one_shot=arm == "agentless-oneshot")
+    pipeline = PipelineConfig(one_shot=arm == ONE_SHOT)
     return Variant(arm + suffix, arm, pipeline, mechanisms)
 
 
@@ -343,7 +348,7 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
     """The variants to run and the label the ratios are taken against."""
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if args.edit_formats:
-        return [Variant(f"oneshot-{f}", "agentless-oneshot", PipelineConfig(one_shot=True, edit_format=f))
+        return [Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f))
                 for f in EDIT_FORMATS], "oneshot-rewrite"  # fmt: skip
     if args.ablate:
         names = ablated_names(args.ablate)
@@ -352,7 +357,7 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
             variants.append(arm_variant(arm))
             variants += [arm_variant(arm, Mechanisms().without(name), f"-no-{name}") for name in names]
         return variants, variants[0].label
-    return [arm_variant(a) for a in arms], "minimal" if "minimal" in arms else arms[0]
+    return [arm_variant(a) for a in arms], CONTROL if CONTROL in arms else arms[0]
 
 
 def ablated_names(spec: str) -> list[str]:

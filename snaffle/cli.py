@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from snaffle import __version__, demo
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
+from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
-from snaffle.types import ARMS, Limits, Task
+from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
@@ -85,7 +86,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     issue.add_argument("--issue", help="the issue text")
     issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
     p.add_argument("--failing-test", help="a pytest node id that fails because of the issue (used to validate)")
-    p.add_argument("--arm", choices=ARMS, default="agentless", help="agentless (default), structured, minimal")
+    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm (default %(default)s)")
     add_model_args(p)
     add_pipeline_args(p)
     p.add_argument("--max-turns", type=int, default=30, help="model calls (0 = no cap)")
@@ -188,15 +189,13 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 def add_prompt_size(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("prompt-size", help="print an arm's fixed context (system prompt + tool schemas)")
-    p.add_argument("--arm", choices=ARMS, default="agentless")
+    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM)
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.set_defaults(func=cmd_prompt_size)
 
 
 def cmd_prompt_size(args: argparse.Namespace) -> int:
-    from snaffle.arms import fixed_context
-
-    print(json.dumps(fixed_context(args.arm, args.tool_protocol)))
+    print(json.dumps(ARMS[args.arm].fixed_context(args.tool_protocol)))
     return 0
 
 

@@ -14,16 +14,18 @@ import httpx
 
 from snaffle import __version__
 from snaffle.agentless.pipeline import Pipeline, PipelineConfig
-from snaffle.arms import ArmSetup, minimal_arm, structured_arm
+from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
 from snaffle.cache import cache_dir
-from snaffle.exceptions import StateError, UserError
+from snaffle.exceptions import StateError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
-from snaffle.observations import PolicyConfig, policy_for
+from snaffle.observations import PolicyConfig
+from snaffle.primitives.reader import RepoView
 from snaffle.sandbox import Sandbox
+from snaffle.tools import Registry
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
-from snaffle.types import ARMS, Attempt, Event, Limits, Mechanisms, Task, Usage
+from snaffle.types import Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
 
@@ -63,14 +65,15 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     config = replace(config, pipeline=config.pipeline.for_model(config.model.model))
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
+            spec = arm_spec(config.arm)
             sandbox = Sandbox.create(Path(scratch) / "sandbox")
-            if config.arm == "agentless":
-                writer.write(header(task, config, None))
+            if spec.pipeline:
+                writer.write(header(task, config, spec))
                 pipeline = Pipeline(task, workspace, sandbox, config.model, config.limits, writer, config.pricer,
                                     config.pipeline.ablated(config.mechanisms), Path(scratch))  # fmt: skip
                 return finish(task, config, workspace, writer, pipeline.run())
-            arm = build_arm(config, workspace, sandbox, task, deadline)
-            writer.write(header(task, config, arm))
+            arm = build_arm(spec, config, workspace, sandbox, task, deadline)
+            writer.write(header(task, config, spec))
             outcome = run_loop(config, workspace, writer, arm, deadline)
             return finish(task, config, workspace, writer, outcome)
     finally:
@@ -79,15 +82,14 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
 
 
 def build_arm(
-    config: SolveConfig, workspace: Workspace, sandbox: Sandbox, task: Task, deadline: float | None
+    spec: ArmSpec, config: SolveConfig, workspace: Workspace, sandbox: Sandbox, task: Task, deadline: float | None
 ) -> ArmSetup:
-    protocol = config.model.tool_protocol
-    if config.arm == "minimal":
-        return minimal_arm(workspace, sandbox, task.issue, protocol, deadline)
-    if config.arm == "structured":
-        index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
-        return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index, config.mechanisms)
-    raise UserError(f"unknown arm {config.arm!r}; choose one of: {', '.join(ARMS)}")
+    """The arm's tools over this workspace (with a repository index when its tools read one) and its messages."""
+    registry = Registry()
+    index = RepoIndex(workspace.root, cache_dir=cache_dir("structure")) if spec.indexed else None
+    view = RepoView(workspace, index, gate_log=registry.gate_log) if index is not None else None
+    parts = Parts(workspace, sandbox, deadline, config.mechanisms, view)
+    return start(spec, parts, registry, task.issue, config.model.tool_protocol)
 
 
 def run_loop(
@@ -97,16 +99,17 @@ def run_loop(
         writer.write({"type": "retry", "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)})
 
     model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
-    policy = config.observations or (
-        PolicyConfig(keep_full=0, compact_at=0.0) if config.arm == "minimal" else policy_for(config.mechanisms)
+    spec, protocol = arm.spec, config.model.tool_protocol
+    policy = config.observations or spec.policy(config.mechanisms)
+    loop_config = LoopConfig(
+        spec.name, config.limits, protocol, refuse_early_done=spec.refuse_early_done, observations=policy
     )
-    loop_config = LoopConfig(config.arm, config.limits, config.model.tool_protocol, observations=policy)
     loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, arm: ArmSetup | None) -> dict[str, Any]:
-    limits = config.limits
+def header(task: Task, config: SolveConfig, spec: ArmSpec) -> dict[str, Any]:
+    limits, protocol = config.limits, config.model.tool_protocol
     return {
         "type": "header",
         "format": "snaffle-trajectory/1",
@@ -121,12 +124,12 @@ def header(task: Task, config: SolveConfig, arm: ArmSetup | None) -> dict[str, A
             "max_dollars": limits.max_dollars,
             "timeout_s": limits.timeout_s,
         },
-        "fixed_context_tokens": arm.fixed_context_tokens(config.model.tool_protocol) if arm else None,
+        "fixed_context_tokens": None if spec.pipeline else spec.fixed_context(protocol)["fixed_context_tokens"],
         "python": platform.python_version(),
         "config": {
-            "tool_protocol": config.model.tool_protocol,
+            "tool_protocol": protocol,
             "temperature": config.model.temperature,
-            **({"pipeline": asdict(config.pipeline)} if config.arm == "agentless" else {}),
+            **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
         },
     }
 

@@ -13,9 +13,6 @@ Message = dict[str, Any]
 Event = dict[str, Any]
 """One trajectory line, kept as a plain dict: it is a wire format."""
 
-ARMS = ("agentless", "structured", "minimal")
-"""snaffle's own arms; `agentless` is the default, `minimal` the fixed control."""
-
 
 @dataclass(frozen=True)
 class Usage:

@@ -38,3 +38,13 @@ def test_a_run_sends_the_overridden_prompt(
                          zero_pricer, pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False))  # fmt: skip
     attempt = solve(Task(calc_repo, CALC_ISSUE), config)
     assert attempt.exit_status == "validated" and "+    return a + b" in attempt.patch
+
+
+def test_the_text_protocol_describes_the_tools_and_a_real_call() -> None:
+    schemas = [{"name": "bash", "description": "Run a command.", "parameters": {"type": "object"}}]
+    example = {"name": "bash", "arguments": {"command": "ls"}}
+    assert prompts.system_prompt("  You fix bugs.\n", schemas, "native", example) == "You fix bugs."
+    text = prompts.system_prompt("You fix bugs.\n", schemas, "text", example)
+    assert text.startswith("You fix bugs.\n\n") and "{{" not in text
+    assert '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>' in text
+    assert '{"name":"bash","description":"Run a command.","parameters":{"type":"object"}}' in text

@@ -1,4 +1,4 @@
-"""snaffle's own arms (`minimal`, `structured`, `agentless`) behind the adapter contract, through `run.solve`."""
+"""snaffle's own arms (the `snaffle.arms.ARMS` table) behind the adapter contract, through `run.solve`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from snaffle.types import Attempt, Limits, Task
 
 
 class ArmAdapter:
-    """Runs one of snaffle's arms; the arm name is passed through, so `run.build_arm` decides what exists."""
+    """Runs one of snaffle's arms; the name is passed through, so `run.solve` (the arm table) decides what exists."""
 
     def __init__(self, spec: AdapterSpec, out: Path, pricer: Pricer = zero_pricer) -> None:
         self.name = spec.name

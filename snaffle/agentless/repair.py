@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from snaffle import prompts
 from snaffle.agentless.localize import Localization
-from snaffle.arms import REPAIR_EXAMPLE, system_prompt
+from snaffle.arms import AGENTLESS, Parts, toolbox
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, Submitted
 from snaffle.gates import stop_after_green
@@ -16,7 +16,6 @@ from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
 from snaffle.model.messages import model_call_event
-from snaffle.observations import policy_for
 from snaffle.primitives.edit import EntityEditor
 from snaffle.primitives.extract import (
     defining_blocks,
@@ -25,7 +24,7 @@ from snaffle.primitives.extract import (
     reindent,
     search_replace_blocks,
 )
-from snaffle.primitives.reader import INLINE_BODY_LINES, Reader, RepoView
+from snaffle.primitives.reader import INLINE_BODY_LINES, RepoView
 from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry, ToolFailure
@@ -86,30 +85,21 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
     view.shown.update(context.selectors)
     if config.one_shot:
         return one_shot(view, model, context, sink, pricer, config, task)
-    mechanisms = config.mechanisms
-    reader = Reader(view, skeletons=mechanisms.skeletons)
+    parts = Parts(workspace, sandbox, None, config.mechanisms, view)
     runner = PytestRunner(workspace, sandbox, None)
     test_tool = GreenStop(runner, view, task.failing_test) if config.stop_after_green else runner
-    for tool in (reader.read_entity, reader.search_symbol, reader.search_code,
-                 EntityEditor(view, mechanisms).edit_entity, test_tool.run_test):  # fmt: skip
-        registry.register(tool)
-    loop_config = LoopConfig("agentless", limits, refuse_early_done=False, observations=policy_for(mechanisms))
+    toolbox(AGENTLESS, parts, registry, {"run_test": test_tool.run_test})
+    policy = AGENTLESS.policy(config.mechanisms)
+    loop_config = LoopConfig(AGENTLESS.name, limits, refuse_early_done=AGENTLESS.refuse_early_done, observations=policy)
     loop = Loop(model, registry, sink, loop_config, workspace.fingerprint, pricer)
-    return loop.run(repair_messages(registry, context, task, model))
+    return loop.run(repair_messages(context, task, model))
 
 
-def repair_messages(registry: Registry, context: RepairContext, task: Task, model: Model) -> tuple[Message, ...]:
+def repair_messages(context: RepairContext, task: Task, model: Model) -> tuple[Message, ...]:
     protocol = getattr(getattr(model, "config", None), "tool_protocol", "native")
-    example = (
-        {"name": "read_entity", "arguments": {"selector": context.selectors[0]}}
-        if context.selectors
-        else REPAIR_EXAMPLE
-    )
-    system = system_prompt(prompts.load("repair_system.md"), registry.schemas(), protocol, example)
+    example = {"name": "read_entity", "arguments": {"selector": context.selectors[0]}} if context.selectors else None
     note = f"\nThe failing test is {task.failing_test}." if task.failing_test else ""
-    user = prompts.render(prompts.load("repair_task.md"), issue=task.issue.strip(), context=context.text,
-                          test_note=note)  # fmt: skip
-    return ({"role": "system", "content": system}, {"role": "user", "content": user})
+    return AGENTLESS.messages(protocol, example, issue=task.issue.strip(), context=context.text, test_note=note)
 
 
 def one_shot(view: RepoView, model: Model, context: RepairContext, sink: TrajectorySink, pricer: Pricer,

@@ -1,13 +1,18 @@
 """Prompt templates (data). `render` fills `{{name}}` slots; nothing else in a template is special.
 
+`system_prompt` assembles a system prompt: the arm's template, and with the text protocol the tools and call format.
+
 A file of the same name in the directory named by SNAFFLE_PROMPTS replaces the packaged one (for prompt tuning).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 OVERRIDE_ENV = "SNAFFLE_PROMPTS"
 
@@ -28,3 +33,17 @@ def render(template: str, **values: str) -> str:
         start = template.index("{{")
         raise KeyError(f"unfilled template slot near {template[start : start + 30]!r}")
     return template
+
+
+def system_prompt(base: str, schemas: Sequence[Mapping[str, Any]], protocol: str, example: Mapping[str, Any]) -> str:
+    """The system prompt; with the text protocol it also describes the tools and the call format (`example`)."""
+    if protocol != "text":
+        return base.strip()
+    described = "\n".join(json.dumps(schema, separators=(",", ":")) for schema in schemas)
+    protocol_text = render(
+        load("text_protocol.md"),
+        example_name=str(example["name"]),
+        example_arguments=json.dumps(example["arguments"]),
+        tools=described,
+    )
+    return f"{base.strip()}\n\n{protocol_text.strip()}"

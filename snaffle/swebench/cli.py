@@ -12,12 +12,13 @@ from pathlib import Path
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
+from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.exceptions import UserError
 from snaffle.model.client import check_endpoint
 from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.instances import Instance, load_instances, select
 from snaffle.swebench.workspaces import FORGE_URL, Sources
-from snaffle.types import ARMS, Limits
+from snaffle.types import Limits
 
 HARNESSES = (*ARMS, *EXTERNAL)
 
@@ -49,7 +50,7 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = commands.add_parser("run", help="run a harness on SWE-bench instances", description="Run a batch.")
     add_selection(p)
-    p.add_argument("--arm", choices=HARNESSES, default="agentless", help="the harness (default agentless)")
+    p.add_argument("--arm", choices=HARNESSES, default=DEFAULT_ARM, help="the harness (default %(default)s)")
     p.add_argument("--base-url", default=os.environ.get("SNAFFLE_BASE_URL"), help="OpenAI-compatible upstream")
     p.add_argument("--model", default=os.environ.get("SNAFFLE_MODEL", "default"))
     p.add_argument("--api-key-env", default="OPENAI_API_KEY")
