@@ -43,7 +43,7 @@ from typing import Any
 
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
-from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.validate import changed_lines
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task

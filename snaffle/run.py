@@ -13,11 +13,13 @@ from typing import Any
 import httpx
 
 from snaffle import __version__
-from snaffle.agentless.pipeline import Pipeline, PipelineConfig
+from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.pipeline import Pipeline
 from snaffle.arms import ArmSetup, minimal_arm, structured_arm
+from snaffle.cache import cache_dir
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
-from snaffle.index.repo import RepoIndex, default_cache_dir
+from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig, policy_for
 from snaffle.sandbox import Sandbox
@@ -84,7 +86,7 @@ def build_arm(
     if config.arm == "minimal":
         return minimal_arm(workspace, sandbox, task.issue, protocol, deadline)
     if config.arm == "structured":
-        index = RepoIndex(workspace.root, cache_dir=default_cache_dir())
+        index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
         return structured_arm(workspace, sandbox, task.issue, protocol, deadline, index, config.mechanisms)
     raise UserError(f"unknown arm {config.arm!r}; choose one of: {', '.join(ARMS)}")
 
