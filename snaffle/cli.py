@@ -16,6 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from snaffle import __version__, data, demo
+from snaffle.agentless import localize
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
@@ -209,7 +210,7 @@ def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     issue.add_argument("--issue")
     issue.add_argument("--issue-file", type=Path)
     p.add_argument("--failing-test", help="a pytest node id that fails; enables SBFL from coverage")
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=int, default=localize.TOP, help="files and entities shown (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON (the stable contract)")
     p.set_defaults(func=cmd_localize)
 

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: the embedded local model")
     p.add_argument("--model", default="default")
     size = "the embedded local model's size (default %(default)s)"
-    p.add_argument("--size", choices=sorted(local_model.SPECS), default=local_model.DEFAULT_SIZE, help=size)
+    p.add_argument("--size", choices=tuple(local_model.SPECS), default=local_model.DEFAULT_SIZE, help=size)
     p.add_argument("--scripted", action="store_true", help="replay a recorded fix instead of running a model")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")

@@ -34,6 +34,8 @@ from snaffle.sandbox import Sandbox
 
 Scores = dict[Entity, float]
 FileScores = dict[str, float]
+TOP = 10
+"""Files and entities ranked unless asked otherwise (`snaffle localize --top`)."""
 BM25_ENTITY_TOP = 1000
 """Entities kept from BM25 (the rest score too little to matter once file scores are shared out)."""
 BM25_FILE_TOP = 50
@@ -197,7 +199,7 @@ class Localizer:
         assert self._tables is not None
         return self._tables
 
-    def localize(self, issue: str, sbfl: Scores | None = None, top: int = 10) -> Localization:
+    def localize(self, issue: str, sbfl: Scores | None = None, top: int = TOP) -> Localization:
         started = time.monotonic()
         files, entities = rank(self.signals(parse_issue(issue), sbfl), self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
@@ -527,7 +529,7 @@ def _common_suffix(a: list[str], b: list[str]) -> int:
     return length
 
 
-def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: int = 10) -> Localization:
+def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: int = TOP) -> Localization:
     """Index `repo` (with the user cache), add SBFL when a failing test is given, and rank."""
     started = time.monotonic()
     index = RepoIndex(repo, cache_dir=cache_dir("structure"))
