@@ -44,7 +44,7 @@ from typing import Any
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS

@@ -15,7 +15,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from snaffle import __version__, demo
+from snaffle import __version__, data, demo
+from snaffle.agentless import localize
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.exceptions import UserError
@@ -89,10 +90,12 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm (default %(default)s)")
     add_model_args(p)
     add_pipeline_args(p)
-    p.add_argument("--max-turns", type=int, default=30, help="model calls (0 = no cap)")
-    p.add_argument("--max-tokens", type=int, default=0, help="prompt + completion tokens (0 = no cap)")
-    p.add_argument("--max-dollars", type=float, default=0.0, help="dollars (0 = no cap)")
-    p.add_argument("--timeout", type=float, default=0.0, help="wall-clock seconds (0 = no cap)")
+    caps = data.load_record(Limits, "limits.toml", "run")
+    off = "0 = no cap; default %(default)s"
+    p.add_argument("--max-turns", type=int, default=caps.max_turns, help=f"model calls ({off})")
+    p.add_argument("--max-tokens", type=int, default=caps.max_tokens, help=f"prompt + completion tokens ({off})")
+    p.add_argument("--max-dollars", type=float, default=caps.max_dollars, help=f"dollars ({off})")
+    p.add_argument("--timeout", type=float, default=caps.timeout_s, help=f"wall-clock seconds ({off})")
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
     shim = p.add_mutually_exclusive_group()
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
@@ -206,7 +209,7 @@ def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     issue.add_argument("--issue")
     issue.add_argument("--issue-file", type=Path)
     p.add_argument("--failing-test", help="a pytest node id that fails; enables SBFL from coverage")
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=int, default=localize.TOP, help="files and entities shown (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON (the stable contract)")
     p.set_defaults(func=cmd_localize)
 

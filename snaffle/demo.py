@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from snaffle import data
 from snaffle.model import local as local_model
 from snaffle.types import Event, Limits, Task
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from snaffle.model.client import ModelConfig
 
 EXAMPLE = "median"
-DEMO_LIMITS = Limits(max_turns=12, timeout_s=600)
 DEMO_SAMPLES = 3
 """One-shot whole-definition rewrites (the form the 1.5B local model produces, see DESIGN.md), 3 samples voted."""
 GIT = [
@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="fix a bundled example bug end to end")
     p.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: the embedded local model")
     p.add_argument("--model", default="default")
-    p.add_argument("--size", choices=("1.5b", "0.5b"), default="1.5b", help="the embedded local model's size")
+    size = "the embedded local model's size (default %(default)s)"
+    p.add_argument("--size", choices=tuple(local_model.SPECS), default=local_model.DEFAULT_SIZE, help=size)
     p.add_argument("--scripted", action="store_true", help="replay a recorded fix instead of running a model")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")
@@ -77,12 +78,14 @@ def prepare_repo(source: Path, target: Path) -> Path:
 
 
 def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
-    from snaffle.agentless.pipeline import PipelineConfig
+    from snaffle.agentless.config import PipelineConfig
     from snaffle.run import SolveConfig, solve, zero_pricer
 
     pipeline = PipelineConfig(samples=DEMO_SAMPLES, one_shot=True)
-    config = SolveConfig("agentless", model, DEMO_LIMITS, root / "run", zero_pricer, observer=progress_printer(),
-                         pipeline=pipeline)  # fmt: skip
+    limits = data.load_record(Limits, "limits.toml", "demo")
+    config = SolveConfig(
+        "agentless", model, limits, root / "run", zero_pricer, observer=progress_printer(), pipeline=pipeline
+    )
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")
     after = repo_tests(repo)

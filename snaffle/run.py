@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 from snaffle import __version__
-from snaffle.agentless.pipeline import Pipeline, PipelineConfig
+from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.pipeline import Pipeline
 from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
 from snaffle.cache import cache_dir
 from snaffle.exceptions import StateError

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from snaffle import data
 from snaffle.primitives.extract import (
+    REPAIR_FILE,
     defining_blocks,
     edit_format_for,
     is_unified_diff,
     isolate_definition,
     reindent,
+    repair_table,
+    repair_table_from,
     search_replace_blocks,
 )
 
@@ -81,6 +85,33 @@ def test_edit_format_table(model: str, lines: int, configured: str | None, expec
 def test_unknown_edit_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown edit format"):
         edit_format_for("m", 1, "diff")
+
+
+def test_the_repair_table_is_the_packaged_data() -> None:
+    table = repair_table()
+    assert (table.default.edit_format, table.default.one_shot, table.auto_max_lines) == ("auto", False, 80)
+    assert table.form_for("Qwen2.5-Coder-1.5B-Instruct-Q4") == table.models[0] and table.models[0].one_shot
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ("default", "auto_max_lines", r"\[default\] lacks the required key 'auto_max_lines'"),
+        ("models", "one_shot", r"\[\[models\]\] row 1 lacks the required key 'one_shot'"),
+    ],
+)
+def test_a_missing_repair_key_is_an_error_naming_it(table: str, key: str, message: str) -> None:
+    tables = data.load(REPAIR_FILE)
+    del (tables[table][0] if table == "models" else tables[table])[key]
+    with pytest.raises(data.DataError, match=message):
+        repair_table_from(tables)
+
+
+def test_an_unknown_edit_format_in_the_data_is_refused() -> None:
+    tables = data.load(REPAIR_FILE)
+    tables["models"][1]["edit_format"] = "diff"
+    with pytest.raises(data.DataError, match="unknown edit_format 'diff' for 'qwen2.5-coder-0.5b'"):
+        repair_table_from(tables)
 
 
 ANSWERS = Path(__file__).parent / "fixtures" / "answers"

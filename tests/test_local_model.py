@@ -38,16 +38,10 @@ def spec_of(chunks: tuple[bytes, ...], parts: tuple[str, ...] = ("fake-part1",))
 CHUNKS = (b"GGUF" + b"a" * 3000, b"b" * 2048, b"c" * 17)
 
 
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    (
-        ({"SNAFFLE_CACHE": "/s", "XDG_CACHE_HOME": "/x"}, Path("/s/models")),
-        ({"XDG_CACHE_HOME": "/x"}, Path("/x/snaffle/models")),
-        ({}, Path.home() / ".cache" / "snaffle" / "models"),
-    ),
-)
-def test_cache_dir_precedence(env: dict[str, str], expected: Path) -> None:
-    assert local_model.cache_dir(env) == expected
+def test_assembles_into_the_models_cache_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SNAFFLE_CACHE", str(tmp_path / "cache"))
+    model = local_model.ensure_model(spec_of(CHUNKS), None, make_parts(tmp_path / "parts", CHUNKS))
+    assert model == tmp_path / "cache" / "models" / "tiny-model.gguf"
 
 
 def test_assembles_parts_in_order_and_stamps(tmp_path: Path) -> None:

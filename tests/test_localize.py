@@ -5,13 +5,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from snaffle.agentless.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
-from snaffle.agentless.localize import Localizer, Signals, Weights, is_peripheral, rank
+from snaffle.agentless.localize import (
+    ENTITY_SIGNALS,
+    FILE_SIGNALS,
+    Localizer,
+    Signals,
+    Weights,
+    is_peripheral,
+    rank,
+)
 from snaffle.agentless.sbfl import ochiai, sbfl_scores
+from snaffle.data import DataError, load
 from snaffle.index.imports import imported_modules
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
@@ -173,7 +183,9 @@ def test_rank_combines_entity_evidence_file_signals_and_the_prior(index: RepoInd
     cart, total = entities["shop/cart.py"], entities["shop/cart.py::Cart.total"]
     price = entities["shop/pricing.py::price"]
     signals = Signals({"bm25": {total: 1.0, price: 0.9, cart: 1.0}}, {"bm25_file": {"shop/pricing.py": 1.0}})
-    weights = Weights({"bm25": 1.0, "bm25_file": 1.0}, {"entity_to_file": 0.5, "file_to_entity": 0.5})
+    packaged = Weights.load()
+    only = {**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), "bm25": 1.0, "bm25_file": 1.0}
+    weights = replace(packaged, weights=only, tuning=replace(packaged.tuning, entity_to_file=0.5, file_to_entity=0.5))
     files, ranked = rank(signals, weights, top=5)
     assert [p for p, _ in files] == ["shop/pricing.py", "shop/cart.py"]  # 1 + 0.45 beats 0.5
     assert [c.selector for c in ranked] == ["shop/pricing.py::price", "shop/cart.py::Cart.total"]  # no modules
@@ -206,3 +218,34 @@ def test_localize_cli_contract(calc_repo: Path) -> None:
     assert top["selector"] == "calc/__init__.py::add" and top["path"] == "calc/__init__.py"
     assert "sbfl" in top["signals"] and isinstance(top["score"], float)
     assert result["files"][0] == {"path": "calc/__init__.py", "score": result["files"][0]["score"]}
+
+
+def test_the_packaged_weights_are_the_ones_measured() -> None:
+    weights = Weights.load()
+    assert (weights.tuning.entity_to_file, weights.tuning.file_to_entity) == (0.5, 0.25)
+    assert (weights.entity_bm25.k1, weights.file_bm25.path) == (2.0, 3.0)
+    assert set(weights.weights) == {*ENTITY_SIGNALS, *FILE_SIGNALS}
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ("tuning", "file_to_entity", r"\[tuning\] lacks the required key 'file_to_entity'"),
+        ("weights", "sbfl", r"\[weights\] lacks the required key 'sbfl'"),
+        ("file_bm25", "k1", r"\[file_bm25\] lacks the required key 'k1'"),
+    ],
+)
+def test_a_missing_weight_is_an_error_naming_it(table: str, key: str, message: str) -> None:
+    tables = load("localize.toml")
+    del tables[table][key]
+    with pytest.raises(DataError, match=message):
+        Weights.from_tables(tables)
+
+
+def test_an_unknown_weight_or_a_missing_table_is_an_error_naming_it() -> None:
+    tables = load("localize.toml")
+    tables["weights"]["bm52"] = 1.0
+    with pytest.raises(DataError, match="unknown key 'bm52'"):
+        Weights.from_tables(tables)
+    with pytest.raises(DataError, match=r"lacks the required table \[tuning\]"):
+        Weights.from_tables({k: v for k, v in load("localize.toml").items() if k != "tuning"})

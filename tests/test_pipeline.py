@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
-from snaffle.agentless.pipeline import PipelineConfig
 from snaffle.agentless.validate import normalize_source
 from snaffle.index.imports import module_name
 from snaffle.model.client import ModelConfig

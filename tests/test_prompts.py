@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from snaffle import prompts
-from snaffle.agentless.pipeline import PipelineConfig
+from snaffle.agentless.config import PipelineConfig
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Limits, Task

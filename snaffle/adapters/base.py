@@ -13,7 +13,7 @@ from snaffle.types import Usage
 from snaffle.workspace import classify_patch
 
 if TYPE_CHECKING:
-    from snaffle.agentless.pipeline import PipelineConfig
+    from snaffle.agentless.config import PipelineConfig
     from snaffle.model.client import ModelConfig
 
 

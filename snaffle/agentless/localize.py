@@ -11,17 +11,17 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.issue_text import IssueFacts, parse_issue, tokenize
 from snaffle.agentless.sbfl import sbfl_scores
@@ -34,6 +34,8 @@ from snaffle.sandbox import Sandbox
 
 Scores = dict[Entity, float]
 FileScores = dict[str, float]
+TOP = 10
+"""Files and entities ranked unless asked otherwise (`snaffle localize --top`)."""
 BM25_ENTITY_TOP = 1000
 """Entities kept from BM25 (the rest score too little to matter once file scores are shared out)."""
 BM25_FILE_TOP = 50
@@ -79,17 +81,54 @@ class Localization:
         }
 
 
+ENTITY_SIGNALS = ("traceback", "identifier", "bm25", "quote", "member", "callee", "sbfl")
+FILE_SIGNALS = ("path_mention", "test_import", "bm25_file")
+WEIGHTS_FILE = "localize.toml"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The constants of the [tuning] table of snaffle/data/localize.toml (its comments say what each does)."""
+
+    traceback_decay: float
+    prose_identifier: float
+    dotted_module: float
+    dotted_package: float
+    entity_to_file: float
+    file_to_entity: float
+    peripheral_prior: float
+
+
 @dataclass(frozen=True)
 class Weights:
-    """Signal weights and tuning constants (snaffle/data/localize.toml)."""
+    """Signal weights, tuning constants and BM25F parameters: snaffle/data/localize.toml, every key required."""
 
     weights: Mapping[str, float]
-    tuning: Mapping[str, float] = field(default_factory=dict)
+    """One per signal of `ENTITY_SIGNALS` and `FILE_SIGNALS`."""
+    tuning: Tuning
+    entity_bm25: Bm25Params
+    file_bm25: Bm25Params
 
     @classmethod
     def load(cls) -> Weights:
-        data = tomllib.loads(resources.files("snaffle.data").joinpath("localize.toml").read_text())
-        return cls(data["weights"], data.get("tuning", {}))
+        """The packaged weights (read now, not at import)."""
+        return cls.from_tables(data.load(WEIGHTS_FILE))
+
+    @classmethod
+    def from_tables(cls, tables: Mapping[str, Any]) -> Weights:
+        """The record from the file's tables; a missing (or unknown) key is a `DataError` naming it."""
+        where = f"snaffle/data/{WEIGHTS_FILE}"
+
+        def part(key: str) -> Mapping[str, Any]:
+            return data.table(tables, key, where)
+
+        weights = data.required(part("weights"), (*ENTITY_SIGNALS, *FILE_SIGNALS), f"{where} [weights]")
+        return cls(
+            MappingProxyType(weights),
+            data.record(Tuning, part("tuning"), f"{where} [tuning]"),
+            data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
+            data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
+        )
 
 
 @dataclass(frozen=True)
@@ -138,13 +177,12 @@ class Localizer:
             numbers.update({entity: (len(documents), local) for local, entity in enumerate(entities)})
             documents.append(store.get(self.index.info(path).sha1, entities, partial(self.index.source, path)))
             candidates.extend(entities)
-        tuning = self.weights.tuning
         self._tables = Tables(
             paths=paths,
             documents=documents,
             candidates=candidates,
-            entity_bm25=EntityBm25(paths, documents, Bm25Params.from_tuning(tuning, "bm25")),
-            file_bm25=FileBm25(paths, documents, Bm25Params.from_tuning(tuning, "bm25_file")),
+            entity_bm25=EntityBm25(paths, documents, self.weights.entity_bm25),
+            file_bm25=FileBm25(paths, documents, self.weights.file_bm25),
             by_name=_name_table(candidates),
             members=_member_table(candidates),
             by_token=_token_table(candidates),
@@ -161,7 +199,7 @@ class Localizer:
         assert self._tables is not None
         return self._tables
 
-    def localize(self, issue: str, sbfl: Scores | None = None, top: int = 10) -> Localization:
+    def localize(self, issue: str, sbfl: Scores | None = None, top: int = TOP) -> Localization:
         started = time.monotonic()
         files, entities = rank(self.signals(parse_issue(issue), sbfl), self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
@@ -187,11 +225,11 @@ class Localizer:
         return Signals(entity, file)
 
     def _weighted(self, signal: str) -> bool:
-        return self.weights.weights.get(signal, 0.0) > 0
+        return self.weights.weights[signal] > 0
 
     def traceback(self, facts: IssueFacts) -> Scores:
         """Frames mapped to repo files; the innermost frame in the repo scores 1, outer ones decay."""
-        decay = self.weights.tuning.get("traceback_decay", 0.7)
+        decay = self.weights.tuning.traceback_decay
         scores: Scores = {}
         in_repo = [(found, f) for f in facts.frames if (found := self.printed_path(f.path))]
         for depth, ((path, sure), frame) in enumerate(reversed(in_repo)):
@@ -203,7 +241,7 @@ class Localizer:
     def identifier(self, facts: IssueFacts) -> Scores:
         """Names from the issue equal to entity names, weighted down when a name is common (IDF-like). The
         reporter's own variables and names reached through a third-party import (`np.array`) are skipped."""
-        prose = self.weights.tuning.get("prose_identifier", 0.5)
+        prose = self.weights.tuning.prose_identifier
         scores: Scores = {}
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         foreign = self._foreign_names(facts)
@@ -318,7 +356,7 @@ class Localizer:
         for dotted in (i for i in facts.code_identifiers + facts.prose_identifiers if "." in i):
             if module := self.module_path(dotted):
                 package = module.endswith("/__init__.py")
-                value = tuning.get("dotted_package", 0.0) if package else tuning.get("dotted_module", 0.3)
+                value = tuning.dotted_package if package else tuning.dotted_module
                 if value > 0:
                     scores[module] = max(scores.get(module, 0.0), value)
         return {p: s for p, s in scores.items() if not is_test_file(p)}
@@ -424,7 +462,7 @@ def rank(
     for entity, value in evidence.items():
         best[entity.path] = max(best[entity.path], value)
     file_level = _weighted_files(signals.file, weights.weights)
-    entity_share, file_share = tuning.get("entity_to_file", 1.0), tuning.get("file_to_entity", 0.5)
+    entity_share, file_share = tuning.entity_to_file, tuning.file_to_entity
     files = {
         p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * _prior(p, tuning) for p in {*best, *file_level}
     }
@@ -444,14 +482,14 @@ def _evidence(
     for name, scores in entity_signals.items():
         for entity, value in scores.items():
             if entity.qualname and value > 0:
-                evidence[entity] += weights.get(name, 0.0) * value
+                evidence[entity] += weights[name] * value
                 fired[entity].append(name)
     return evidence, fired
 
 
-def _prior(path: str, tuning: Mapping[str, float]) -> float:
+def _prior(path: str, tuning: Tuning) -> float:
     """How likely a file is to need the fix before reading the issue: peripheral files much less."""
-    return tuning.get("peripheral_prior", 0.5) if is_peripheral(path) else 1.0
+    return tuning.peripheral_prior if is_peripheral(path) else 1.0
 
 
 def is_peripheral(path: str) -> bool:
@@ -464,7 +502,7 @@ def _weighted_files(file_signals: Mapping[str, FileScores], weights: Mapping[str
     bonus: FileScores = defaultdict(float)
     for name, scores in file_signals.items():
         for path, value in scores.items():
-            bonus[path] += weights.get(name, 0.0) * value
+            bonus[path] += weights[name] * value
     return bonus
 
 
@@ -477,7 +515,7 @@ def _common_suffix(a: list[str], b: list[str]) -> int:
     return length
 
 
-def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: int = 10) -> Localization:
+def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: int = TOP) -> Localization:
     """Index `repo` (with the user cache), add SBFL when a failing test is given, and rank."""
     started = time.monotonic()
     index = RepoIndex(repo, cache_dir=cache_dir("structure"))

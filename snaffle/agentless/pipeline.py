@@ -12,10 +12,11 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -33,38 +34,10 @@ from snaffle.exceptions import Interrupt, LimitsExceeded
 from snaffle.harness import Outcome, Pricer
 from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
-from snaffle.primitives.extract import code_blocks, one_shot_for
+from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
-from snaffle.types import Event, Limits, Mechanisms, Task, TrajectorySink, Usage
+from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Knobs of the agentless arm (all data; see `snaffle solve --help`)."""
-
-    samples: int = 3
-    temperature: float = 0.8
-    top_k: int = 3
-    concurrency: int = 1
-    one_shot: bool | None = None
-    """One tool-less call per sample, or a capped tool loop; None: the model's entry in data/edit_formats.toml."""
-    edit_format: str | None = None
-    """rewrite, search_replace or auto; None: the model's entry in snaffle/data/edit_formats.toml."""
-    repair_turns: int = 8
-    reproduce: bool = True
-    stop_after_green: bool = True
-    mechanisms: Mechanisms = field(default_factory=Mechanisms)
-
-    def for_model(self, model: str) -> PipelineConfig:
-        """This configuration with the model's measured defaults filled in where none was given."""
-        return self if self.one_shot is not None else replace(self, one_shot=one_shot_for(model))
-
-    def ablated(self, mechanisms: Mechanisms) -> PipelineConfig:
-        """This configuration with the switched-off mechanisms applied (sampling off: one greedy sample)."""
-        return replace(self, mechanisms=mechanisms, samples=self.samples if mechanisms.sampling else 1,
-                       reproduce=self.reproduce and mechanisms.reproduction,
-                       stop_after_green=self.stop_after_green and mechanisms.stop_after_green)  # fmt: skip
 
 
 class LockedSink:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from snaffle import prompts
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.localize import Localization
 from snaffle.arms import AGENTLESS, Parts, toolbox
 from snaffle.cache import cache_dir
@@ -30,9 +30,6 @@ from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry, ToolFailure
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
-
-if TYPE_CHECKING:
-    from snaffle.agentless.pipeline import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,8 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
                   sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
     """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
     registry = Registry()
-    view = RepoView(workspace, RepoIndex(workspace.root, cache_dir=cache_dir("structure")), gate_log=registry.gate_log)
+    index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
+    view = RepoView(workspace, index, gate_log=registry.gate_log)
     view.shown.update(context.selectors)
     if config.one_shot:
         return one_shot(view, model, context, sink, pricer, config, task)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 
 INSTALL_HINT = "pip install 'snaffle[local]'"
@@ -94,15 +95,6 @@ def spec_for(size: str) -> ModelSpec:
         return SPECS[size.lower()]
     except KeyError:
         raise UserError(f"unknown model size {size!r}: pass --size {' or --size '.join(SPECS)}") from None
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where assembled models live: $SNAFFLE_CACHE/models, else $XDG_CACHE_HOME/snaffle/models, else ~/.cache."""
-    env = os.environ if env is None else env
-    if env.get("SNAFFLE_CACHE"):
-        return Path(env["SNAFFLE_CACHE"]).expanduser() / "models"
-    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "snaffle" / "models"
 
 
 def find_parts(spec: ModelSpec) -> list[Path]:
@@ -186,7 +178,7 @@ def ensure_model(
     log: Log | None = None,
 ) -> Path:
     """The verified GGUF for `spec` in the cache, assembled from `parts` (default: the installed chunks) if needed."""
-    dest = (directory or cache_dir()) / spec.filename
+    dest = (directory or cache_dir("models")) / spec.filename
     if is_verified(dest, spec):
         return dest
     if dest.is_file() and dest.stat().st_size == spec.nbytes:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from snaffle import data
 
 SEARCH_REPLACE_RE = re.compile(
     r"(?:^(?P<selector>\S+\.py(?:::\S+)?)[ \t]*\n)?"
@@ -20,6 +20,9 @@ SEARCH_REPLACE_RE = re.compile(
 FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 DEF_RE = r"^\s*(?:async\s+def|def|class)\s+{name}\b"
 EDIT_FORMATS = ("rewrite", "search_replace")
+EDIT_FORMAT_CHOICES = (*EDIT_FORMATS, "auto")
+"""What `--edit-format` and snaffle/data/edit_formats.toml may say: `auto` picks by the entity's size."""
+REPAIR_FILE = "edit_formats.toml"
 
 
 @dataclass(frozen=True)
@@ -108,18 +111,56 @@ def reindent(snippet: str, target: str) -> str | None:
     return None
 
 
-def one_shot_for(model: str) -> bool:
-    """Whether the agentless arm repairs with one tool-less call per sample for this model (data, measured)."""
-    return bool(_model_entry(model).get("one_shot", _repair_table()["default"]["one_shot"]))
+@dataclass(frozen=True)
+class RepairForm:
+    """How the agentless arm asks models whose name holds `match` (case-insensitively) for a repair."""
+
+    match: str
+    edit_format: str
+    """rewrite, search_replace, or auto (rewrite up to `RepairTable.auto_max_lines` lines)."""
+    one_shot: bool
+
+    def __post_init__(self) -> None:
+        if self.edit_format not in EDIT_FORMAT_CHOICES:
+            choices = ", ".join(EDIT_FORMAT_CHOICES)
+            raise data.DataError(f"unknown edit_format {self.edit_format!r} for {self.match!r}; use one of {choices}")
+
+
+@dataclass(frozen=True)
+class RepairTable:
+    """snaffle/data/edit_formats.toml: the measured rows (the first match wins), the default, the `auto` threshold."""
+
+    models: tuple[RepairForm, ...]
+    default: RepairForm
+    auto_max_lines: int
+
+    def form_for(self, model: str) -> RepairForm:
+        lowered = model.lower()
+        return next((row for row in self.models if row.match.lower() in lowered), self.default)
+
+
+def repair_table_from(tables: Mapping[str, Any]) -> RepairTable:
+    """The table from the file's tables; a missing or unknown key, or an unknown edit format, is a `DataError`."""
+    where = f"snaffle/data/{REPAIR_FILE}"
+    keys = ("edit_format", "auto_max_lines", "one_shot")
+    default = data.required(data.table(tables, "default", where), keys, f"{where} [default]")
+    models = tables.get("models")
+    if not isinstance(models, list):
+        raise data.DataError(f"{where} lacks the required [[models]] rows")
+    rows = [data.record(RepairForm, row, f"{where} [[models]] row {n}") for n, row in enumerate(models, 1)]
+    fallback = RepairForm("", default["edit_format"], default["one_shot"])
+    return RepairTable(tuple(rows), fallback, default["auto_max_lines"])
 
 
 @cache
-def _repair_table() -> dict[str, Any]:
-    return tomllib.loads(resources.files("snaffle.data").joinpath("edit_formats.toml").read_text())
+def repair_table() -> RepairTable:
+    """The packaged repair table (read on first use, never at import)."""
+    return repair_table_from(data.load(REPAIR_FILE))
 
 
-def _model_entry(model: str) -> dict[str, Any]:
-    return next((m for m in _repair_table().get("models", []) if m["match"].lower() in model.lower()), {})
+def one_shot_for(model: str) -> bool:
+    """Whether the agentless arm repairs with one tool-less call per sample for this model (data, measured)."""
+    return repair_table().form_for(model).one_shot
 
 
 def is_unified_diff(answer: str) -> bool:
@@ -129,10 +170,10 @@ def is_unified_diff(answer: str) -> bool:
 
 def edit_format_for(model: str, entity_lines: int, configured: str | None = None) -> str:
     """`rewrite` or `search_replace` for this model and entity size, from snaffle/data/edit_formats.toml."""
-    default = _repair_table()["default"]
-    chosen = configured or str(_model_entry(model).get("edit_format", default["edit_format"]))
+    table = repair_table()
+    chosen = configured or table.form_for(model).edit_format
     if chosen == "auto":
-        return "rewrite" if entity_lines <= int(default["auto_max_lines"]) else "search_replace"
+        return "rewrite" if entity_lines <= table.auto_max_lines else "search_replace"
     if chosen not in EDIT_FORMATS:
-        raise ValueError(f"unknown edit format {chosen!r}; use one of rewrite, search_replace, auto")
+        raise ValueError(f"unknown edit format {chosen!r}; use one of {', '.join(EDIT_FORMAT_CHOICES)}")
     return chosen

@@ -7,18 +7,26 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from snaffle import data
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
+from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 from snaffle.model.client import check_endpoint
 from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
+from snaffle.swebench.grade import GradeConfig, grade
 from snaffle.swebench.instances import Instance, load_instances, select
 from snaffle.swebench.workspaces import FORGE_URL, Sources
 from snaffle.types import Limits
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 HARNESSES = (*ARMS, *EXTERNAL)
 
@@ -57,8 +65,9 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-output-tokens", type=int, default=None)
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    batch = field_defaults(BatchConfig)
+    p.add_argument("--workers", type=int, default=batch["workers"], help="instances run at once (default %(default)s)")
+    p.add_argument("--executor", choices=("local", "ray"), default=batch["executor"], help="(default %(default)s)")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--redo", action="store_true", help="rerun instances that are already done")
@@ -69,19 +78,34 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-turns", type=int, default=30)
-    p.add_argument("--max-tokens", type=int, default=0)
-    p.add_argument("--max-dollars", type=float, default=0.0)
-    p.add_argument("--timeout", type=float, default=0.0, help="wall-clock seconds per instance (0 = off)")
+    caps = data.load_record(Limits, "limits.toml", "run")
+    off = "0 = off; default %(default)s"
+    p.add_argument("--max-turns", type=int, default=caps.max_turns, help=f"model calls per instance ({off})")
+    p.add_argument("--max-tokens", type=int, default=caps.max_tokens, help=f"tokens per instance ({off})")
+    p.add_argument("--max-dollars", type=float, default=caps.max_dollars, help=f"dollars per instance ({off})")
+    p.add_argument("--timeout", type=float, default=caps.timeout_s, help=f"wall-clock seconds per instance ({off})")
     p.add_argument("--no-shim", action="store_true", help="talk to --base-url directly (no ledger, no limits)")
     p.add_argument("--pricing", type=Path, help="the shim's pricing TOML")
-    p.add_argument("--max-in-flight", type=int, default=0)
-    p.add_argument("--tokens-per-minute", type=int, default=0)
-    p.add_argument("--run-max-dollars", type=float, default=0.0)
+    shim = field_defaults(ShimSettings)
+    p.add_argument(
+        "--max-in-flight", type=int, default=shim["max_in_flight"], help=f"upstream calls in flight at once ({off})"
+    )
+    p.add_argument(
+        "--tokens-per-minute",
+        type=int,
+        default=shim["tokens_per_minute"],
+        help=f"tokens per minute the shim lets through ({off})",
+    )
+    p.add_argument("--run-max-dollars", type=float, default=shim["run_max_dollars"], help=f"the batch's budget ({off})")
     p.add_argument("--run-name", default="", help="the shim ledger's run name (default: a timestamp)")
     p.add_argument("--model-name", default="", help="model_name_or_path in predictions.jsonl")
     p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
     p.add_argument("--keep-workdirs", action="store_true")
+
+
+def field_defaults(record: type[DataclassInstance]) -> dict[str, Any]:
+    """A record's declared defaults by field name: an option's default is the record's, never a second copy."""
+    return {f.name: f.default for f in fields(record) if f.default is not MISSING}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -125,29 +149,30 @@ def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p = commands.add_parser("grade", help="grade predictions (Docker, or local virtualenvs)",
                             description="Grade predictions.")  # fmt: skip
     add_selection(p)
+    defaults = field_defaults(GradeConfig)
     p.add_argument("--predictions", type=Path, required=True, help="predictions.jsonl")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--grader", choices=("auto", "local", "docker"), default="auto",
-                   help="auto: SWE-bench's Docker harness when a daemon answers, else local virtualenvs")  # fmt: skip
-    p.add_argument("--env-dir", type=Path, help="where virtualenvs per (repo, version) are kept")
-    p.add_argument("--test-timeout", type=float, default=1800.0, help="seconds for one instance's tests")
+    grader = "auto: SWE-bench's Docker harness when a daemon answers, else local virtualenvs (default %(default)s)"
+    p.add_argument("--grader", choices=("auto", "local", "docker"), default=defaults["grader"], help=grader)
+    envs = f"where virtualenvs per (repo, version) are kept (default {cache_dir('swebench-envs')})"
+    p.add_argument("--env-dir", type=Path, help=envs)
+    timeout = "seconds for one instance's tests (default %(default)s)"
+    p.add_argument("--test-timeout", type=float, default=defaults["test_timeout_s"], help=timeout)
     p.add_argument(
         "--isolate-network",
         choices=("auto", "on", "off"),
-        default="auto",
+        default=defaults["isolate_network"],
         help="run the tests in a new network namespace with only loopback (auto: when unshare works)",
     )
     p.add_argument("--no-calibrate", action="store_true",
                    help="skip checking that each gold patch resolves here first (results then may blame the patch "
                    "for what the environment lacks)")  # fmt: skip
-    p.add_argument("--run-id", default="snaffle", help="run id for SWE-bench's Docker harness")
-    p.add_argument("--workers", type=int, default=1, help="parallel instances for the Docker harness")
+    p.add_argument("--run-id", default=defaults["run_id"], help="run id for SWE-bench's Docker harness")
+    p.add_argument("--workers", type=int, default=defaults["workers"], help="parallel instances for the Docker harness")
     p.set_defaults(func=cmd_grade)
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from snaffle.swebench.grade import GradeConfig, grade
-
     config = GradeConfig(
         instances=chosen(args), predictions=args.predictions, out=args.out,
         sources=Sources(args.repos, forge=args.forge), grader=args.grader, env_dir=args.env_dir,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 from snaffle.swebench import outputs
 from snaffle.swebench.envs import PythonEnv, ensure_env, read_marker
@@ -29,7 +30,6 @@ from snaffle.swebench.workspaces import (
 )
 
 STATUSES = ("resolved", "unresolved", "error", "env_unavailable")
-DEFAULT_ENV_DIR = Path.home() / ".cache" / "snaffle" / "swebench-envs"
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class GradeConfig:
     sources: Sources
     grader: str = "auto"
     env_dir: Path | None = None
+    """None: the user cache's `swebench-envs` (see `env_root`)."""
     test_timeout_s: float = 1800.0
     isolate_network: str = "auto"
     run_id: str = "snaffle"
@@ -103,7 +104,7 @@ def grade_one(config: GradeConfig, instance: Instance, patch: str, prefix: list[
     try:
         spec = env_spec(instance.repo, instance.version)
         check_source(instance.repo, config.sources)
-        env = ensure_env(spec, instance, config.env_dir or DEFAULT_ENV_DIR, config.sources, log)
+        env = ensure_env(spec, instance, env_root(config), config.sources, log)
         if config.calibrate and instance.patch:
             gold_report = calibrate(config, instance, spec, env, prefix, run_dir)
             if patch == instance.patch:
@@ -111,6 +112,11 @@ def grade_one(config: GradeConfig, instance: Instance, patch: str, prefix: list[
         return record(run_dir, run_patch(config, instance, patch, spec, env, prefix, run_dir))
     except (EnvUnavailable, WorkspaceUnavailable) as exc:
         return record(run_dir, unavailable(instance, patch, str(exc)))
+
+
+def env_root(config: GradeConfig) -> Path:
+    """Where the virtualenvs per (repo, version) are kept: `--env-dir`, else the user cache (read now)."""
+    return config.env_dir or cache_dir("swebench-envs")
 
 
 def run_patch(
