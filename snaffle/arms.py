@@ -85,7 +85,7 @@ def structured_arm(
 ) -> ArmSetup:
     """The six primitives instead of bash and the editor; same loop, same caps."""
     registry = Registry()
-    view = RepoView(workspace, index, gate_log=registry.gate_log)
+    view = RepoView(workspace, index)
     reader = Reader(view, skeletons=mechanisms.skeletons)
     for tool in (reader.read_entity, reader.search_symbol, reader.search_code,
                  EntityEditor(view, mechanisms).edit_entity,

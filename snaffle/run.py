@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,7 +11,6 @@ from typing import Any
 
 import httpx
 
-from snaffle import __version__
 from snaffle.agentless.pipeline import Pipeline, PipelineConfig
 from snaffle.arms import ArmSetup, minimal_arm, structured_arm
 from snaffle.exceptions import StateError, UserError
@@ -21,7 +19,15 @@ from snaffle.index.repo import RepoIndex, default_cache_dir
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig, policy_for
 from snaffle.sandbox import Sandbox
-from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
+from snaffle.trajectory import (
+    PATCH_FILE,
+    TRAJECTORY_FILE,
+    TrajectoryWriter,
+    exit_event,
+    header_event,
+    retry_event,
+    write_result,
+)
 from snaffle.types import ARMS, Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
@@ -93,41 +99,26 @@ def run_loop(
     config: SolveConfig, workspace: Workspace, writer: TrajectoryWriter, arm: ArmSetup, deadline: float | None
 ) -> Outcome:
     def on_retry(attempt: int, error: str, wait_s: float) -> None:
-        writer.write({"type": "retry", "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)})
+        writer.write(retry_event(attempt, error, wait_s))
 
     model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
     policy = config.observations or (
         PolicyConfig(keep_full=0, compact_at=0.0) if config.arm == "minimal" else policy_for(config.mechanisms)
     )
-    loop_config = LoopConfig(config.arm, config.limits, config.model.tool_protocol, observations=policy)
+    loop_config = LoopConfig(config.arm, config.limits, observations=policy)
     loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, arm: ArmSetup | None) -> dict[str, Any]:
-    limits = config.limits
-    return {
-        "type": "header",
-        "format": "snaffle-trajectory/1",
-        "snaffle_version": __version__,
-        "task": {"instance_id": task.instance_id, "repo": str(task.repo), "issue": task.issue},
-        "arm": config.arm,
-        "model": config.model.model,
-        "base_url": config.model.base_url,
-        "caps": {
-            "max_turns": limits.max_turns,
-            "max_tokens": limits.max_tokens,
-            "max_dollars": limits.max_dollars,
-            "timeout_s": limits.timeout_s,
-        },
-        "fixed_context_tokens": arm.fixed_context_tokens(config.model.tool_protocol) if arm else None,
-        "python": platform.python_version(),
-        "config": {
-            "tool_protocol": config.model.tool_protocol,
-            "temperature": config.model.temperature,
-            **({"pipeline": asdict(config.pipeline)} if config.arm == "agentless" else {}),
-        },
+def header(task: Task, config: SolveConfig, arm: ArmSetup | None) -> Event:
+    model = config.model
+    fixed_context = arm.fixed_context_tokens(model.tool_protocol) if arm else None
+    settings = {
+        "tool_protocol": model.tool_protocol,
+        "temperature": model.temperature,
+        **({"pipeline": asdict(config.pipeline)} if config.arm == "agentless" else {}),
     }
+    return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)
 
 
 def finish(
@@ -140,7 +131,7 @@ def finish(
     totals = {**outcome.usage.as_dict(), "turns": outcome.turns, "elapsed_s": round(outcome.elapsed_s, 3),
               **outcome.counters}  # fmt: skip
     try:
-        writer.write({"type": "exit", "status": status, "message": message, "patch": patch, "totals": totals})
+        writer.write(exit_event(status, message, patch, totals))
     except StateError as exc:
         status, message = "state_error", str(exc)
     shim = shim_totals(config.shim_ledger_url)

@@ -17,7 +17,6 @@ from typing import Literal
 
 from snaffle.index.repo import Entity, RepoIndex, SelectorError
 from snaffle.tools import ToolFailure
-from snaffle.types import GateResult
 from snaffle.workspace import Workspace, git
 
 WINDOW_LINES = 100
@@ -37,12 +36,11 @@ Kind = Literal["any", "class", "function", "method"]
 
 @dataclass
 class RepoView:
-    """What the primitives share: the workspace, its index, the entities shown so far, gate notes to log."""
+    """What the primitives share: the workspace, its index, the entities shown so far, the edits made."""
 
     workspace: Workspace
     index: RepoIndex
     shown: set[str] = field(default_factory=set)
-    gate_log: list[GateResult] = field(default_factory=list)
     edits: int = 0
 
     def entity(self, selector: str) -> Entity:
