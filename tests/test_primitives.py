@@ -274,3 +274,11 @@ def test_a_block_cut_off_after_the_entity_still_gives_the_entity(view: RepoView)
     Reader(view).read_entity("geo/shapes.py::long_function", window=0)
     with pytest.raises(ToolFailure, match="does not parse"):  # the entity itself cut off: still refused
         EntityEditor(view).edit_entity("geo/shapes.py::long_function", new_source=answer)
+
+
+def test_a_refused_edit_carries_the_recoveries_made_before_the_refusal(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::parse_shape")
+    answer = "```python\ndef parse_shape(text):\n    return helper(text)\n\ndef long_function():\n    '''cut\n```"
+    with pytest.raises(GateFailure, match="helper") as refused:
+        EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    assert [(g.gate, g.ok) for g in refused.value.gates] == [("edit_recovery", True), ("lint", False)]
