@@ -21,7 +21,7 @@ from snaffle.primitives.execute import SnippetRunner
 from snaffle.primitives.reader import Reader, RepoView
 from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
-from snaffle.tools import Registry, schema_of
+from snaffle.tools import Registry, ToolFn, schema_of
 from snaffle.types import ALL_MECHANISMS, Mechanisms, Message
 from snaffle.workspace import Workspace
 
@@ -49,8 +49,8 @@ class Parts:
 class ToolDef:
     """A tool an arm may hold: its unbound method (the schema comes from its signature) and how to bind it."""
 
-    method: Callable[..., str]
-    build: Callable[[Parts], Callable[..., str]]
+    method: ToolFn
+    build: Callable[[Parts], ToolFn]
     indexed: bool = False
     """Whether it reads the repository index (`Parts.view`)."""
 
@@ -190,9 +190,7 @@ class ArmSetup:
     messages: tuple[Message, ...]
 
 
-def toolbox(
-    spec: ArmSpec, parts: Parts, registry: Registry, overrides: Mapping[str, Callable[..., str]] | None = None
-) -> Registry:
+def toolbox(spec: ArmSpec, parts: Parts, registry: Registry, overrides: Mapping[str, ToolFn] | None = None) -> Registry:
     """Register the arm's tools, built over `parts`, in table order; an override must keep its tool's schema."""
     for name in spec.tools:
         tool = (overrides or {}).get(name) or TOOLS[name].build(parts)

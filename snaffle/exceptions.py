@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class Interrupt(Exception):
-    """Base: ends or redirects the loop. `status` is the exit status recorded when it ends the run."""
+    """Base of the family, never raised itself: caught by the loop, the agentless pipeline and the one-shot repair,
+    which end the run with its `status` and `message`."""
 
     status = "interrupted"
 
@@ -14,13 +15,17 @@ class Interrupt(Exception):
 
 
 class Submitted(Interrupt):
-    """The model declared the task done."""
+    """Raised by the loop when the model writes DONE (past the one early-DONE refusal), and by the repair's
+    stop-after-green `run_test` when the known failing test passes after an accepted edit."""
 
     status = "submitted"
 
 
 class LimitsExceeded(Interrupt):
-    """A cap was reached before a model call; `status` is set per cap."""
+    """Raised with `status` naming the limit: before a model call when a cap is reached (`max_turns_exceeded`,
+    `budget_exceeded`, `timeout`; the loop, and the pipeline before a sample); by the loop after too many refused
+    repeats in a row (`looping`); by the model client when the wall clock runs out while it waits or retries
+    (`timeout`) or the metering shim refuses a call on one of its caps (the shim's status)."""
 
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
@@ -28,28 +33,26 @@ class LimitsExceeded(Interrupt):
 
 
 class FormatError(Interrupt):
-    """The model's reply could not be turned into valid tool calls; the message goes back to it."""
+    """Raised by the loop after `max_malformed_turns` malformed turns in a row (no tool call and no DONE, or every
+    call rejected); it ends the run (each malformed turn before it got a message back)."""
 
     status = "malformed_tool_calls"
 
 
-class GateRejected(Interrupt):
-    """A gate refused a change; the message is the observation."""
-
-    status = "gate_rejected"
-
-
 class ModelError(Interrupt):
-    """The model endpoint failed after retries, or refused permanently."""
+    """Raised by the model client when the endpoint still fails after its retries, or answers an HTTP error that
+    is not retried."""
 
     status = "model_error"
 
 
 class StateError(Interrupt):
-    """The trajectory could not be saved."""
+    """Raised when the trajectory cannot be opened or a line cannot be appended to it (by the writer, or by the loop
+    when its sink fails with an `OSError`)."""
 
     status = "state_error"
 
 
 class UserError(Exception):
-    """Bad input from the user: one line that names the fix; the CLI exits non-zero."""
+    """Raised when the user's input or setup is wrong (arguments, files, endpoint, a missing extra): one line that
+    names the fix; the CLI exits non-zero."""

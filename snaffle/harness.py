@@ -14,10 +14,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
-from snaffle.model.messages import assistant_message, model_call_event, observation_messages
+from snaffle.model.messages import assistant_message, observation_messages
 from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
-from snaffle.tools import Registry, ToolFailure
-from snaffle.types import Limits, Message, Model, ModelReply, ToolCall, ToolResult, TrajectorySink, Usage
+from snaffle.tools import ToolFailure
+from snaffle.trajectory import gate_event, model_call_event, tool_call_event, tool_result_event
+from snaffle.types import (
+    Event,
+    GateResult,
+    Limits,
+    Message,
+    Model,
+    ModelReply,
+    Toolbox,
+    ToolCall,
+    ToolResult,
+    ToolRun,
+    TrajectorySink,
+    Usage,
+)
 
 DONE_RE = re.compile(r"^\s*DONE\s*$", re.MULTILINE)
 MAX_MALFORMED_TURNS = 3
@@ -42,7 +56,6 @@ class LoopConfig:
 
     arm: str
     limits: Limits
-    protocol: str = "native"
     max_malformed_turns: int = MAX_MALFORMED_TURNS
     max_refusals: int = MAX_REFUSALS_IN_A_ROW
     refuse_early_done: bool = True
@@ -67,13 +80,13 @@ class Loop:
     def __init__(
         self,
         model: Model,
-        registry: Registry,
+        toolbox: Toolbox,
         sink: TrajectorySink,
         config: LoopConfig,
         fingerprint: Fingerprint,
         pricer: Pricer,
     ) -> None:
-        self.model, self.registry, self.sink, self.config = model, registry, sink, config
+        self.model, self.toolbox, self.sink, self.config = model, toolbox, sink, config
         self.fingerprint, self.pricer = fingerprint, pricer
         self.messages: list[Message] = []
         self.usage = Usage()
@@ -110,8 +123,8 @@ class Loop:
     def step(self) -> None:
         self.check_caps()
         for event in self.policy.compact(self.messages, self.turn, estimate_context):
-            self.save({**event, "turn": self.turn})
-        reply = self.model.complete(self.messages, self.registry.schemas(), None)
+            self.save(event)
+        reply = self.model.complete(self.messages, self.toolbox.schemas())
         self.turn += 1
         if reply.protocol == "text":
             calls = tuple(dataclasses.replace(c, id=f"call_{self.turn}_{i}") for i, c in enumerate(reply.tool_calls))
@@ -151,8 +164,8 @@ class Loop:
         results = [self.execute(call) for call in reply.tool_calls]
         self.policy.track(len(self.messages), reply.tool_calls, results, reply.protocol == "native")
         self.messages.extend(observation_messages(reply, results))
-        for event in self.policy.collapse(self.messages):
-            self.save({**event, "turn": self.turn})
+        for event in self.policy.collapse(self.messages, self.turn):
+            self.save(event)
         if self.counters["rejected_calls"] - rejected_before == len(results):
             self.count_malformed()
         else:
@@ -164,16 +177,14 @@ class Loop:
         """DONE ends the run, except once when nothing was read or changed yet."""
         if self.config.refuse_early_done and not self._worked and not self._early_done_refused:
             self._early_done_refused = True
-            self.save({"type": "gate", "turn": self.turn, "call_id": None, "gate": "early_done", "ok": False,
-                       "reason": EARLY_DONE_MESSAGE})  # fmt: skip
+            self.save(gate_event(self.turn, None, GateResult("early_done", False, EARLY_DONE_MESSAGE)))
             self.messages.append({"role": "user", "content": EARLY_DONE_MESSAGE})
             return
         raise Submitted("the model wrote DONE")
 
     def malformed_turn(self, message: str) -> None:
         self.messages.append({"role": "user", "content": message})
-        self.save({"type": "gate", "turn": self.turn, "call_id": None, "gate": "format", "ok": False,
-                   "reason": message})  # fmt: skip
+        self.save(gate_event(self.turn, None, GateResult("format", False, message)))
         self.count_malformed()
 
     def count_malformed(self) -> None:
@@ -185,10 +196,8 @@ class Loop:
     def execute(self, call: ToolCall) -> ToolResult:
         """Check, gate and run one call; a rejected call becomes an observation and changes nothing."""
         self.counters["tool_calls"] += 1
-        problem = self.registry.check(call)
-        self.save({"type": "tool_call", "turn": self.turn, "id": call.id, "name": call.name,
-                   "arguments": dict(call.arguments) if problem is None else call.raw_arguments,
-                   "valid": problem is None, "error": problem})  # fmt: skip
+        problem = self.toolbox.check(call)
+        self.save(tool_call_event(self.turn, call, problem))
         if problem is not None:
             self.counters["rejected_calls"] += 1
             return self.observe(ToolResult(call.id, call.name, f"Rejected: {problem}", ok=False), 0.0)
@@ -198,41 +207,35 @@ class Loop:
         self._refusals_in_a_row = 0
         started = time.monotonic()
         try:
-            output, ok = self.registry.run(call), True
+            run, ok = self.toolbox.run(call), True
         except ToolFailure as failure:
-            output, ok = f"Error: {failure}", False
+            run, ok = ToolRun(f"Error: {failure}", failure.gates), False
         except Interrupt as stop:  # a tool may end the run (stop-after-green); its observation is kept
             self.observe(ToolResult(call.id, call.name, stop.message, True), time.monotonic() - started)
             raise
-        for gate in self.registry.gate_log:
-            self.save({"type": "gate", "turn": self.turn, "call_id": call.id, "gate": gate.gate, "ok": gate.ok,
-                       "reason": gate.reason})  # fmt: skip
-        self.registry.gate_log.clear()
+        for gate in run.gates:
+            self.save(gate_event(self.turn, call.id, gate))
         state = self.fingerprint()
         changed, self._state, self._seen[key] = state != self._state, state, state
         self._worked = self._worked or ok or changed
-        return self.observe(ToolResult(call.id, call.name, output, ok, changed), time.monotonic() - started)
+        return self.observe(ToolResult(call.id, call.name, run.output, ok, changed), time.monotonic() - started)
 
     def refuse(self, call: ToolCall) -> ToolResult:
         self.counters["refusals"] += 1
         self._refusals_in_a_row += 1
-        self.save({"type": "gate", "turn": self.turn, "call_id": call.id, "gate": "repeat", "ok": False,
-                   "reason": REPEAT_MESSAGE})  # fmt: skip
+        self.save(gate_event(self.turn, call.id, GateResult("repeat", False, REPEAT_MESSAGE)))
         if self._refusals_in_a_row >= self.config.max_refusals:
             raise LimitsExceeded("looping", f"{self._refusals_in_a_row} refused repeats in a row")
         return self.observe(ToolResult(call.id, call.name, REPEAT_MESSAGE, ok=False), 0.0)
 
     def observe(self, result: ToolResult, elapsed_s: float) -> ToolResult:
-        self.save({"type": "tool_result", "turn": self.turn, "call_id": result.call_id, "name": result.name,
-                   "output": result.output, "ok": result.ok, "changed": result.changed,
-                   "elapsed_s": round(elapsed_s, 3)})  # fmt: skip
+        self.save(tool_result_event(self.turn, result, elapsed_s))
         return result
 
-    def save(self, event: dict[str, object]) -> None:
-        """Append to the trajectory before going on; a failure stops the run with `state_error`."""
+    def save(self, event: Event) -> None:
+        """Append to the trajectory before going on; a failure stops the run with `state_error` (a sink raises it
+        itself, or an `OSError` that becomes one)."""
         try:
             self.sink.write(event)
-        except StateError:
-            raise
         except OSError as exc:
             raise StateError(f"cannot save the trajectory: {exc}") from exc

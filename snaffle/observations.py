@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from snaffle.model import tokens
+from snaffle.trajectory import collapse_event, compaction_event
 from snaffle.types import Event, Mechanisms, Message, ToolCall, ToolResult
 
 COLLAPSED = "[collapsed]"
@@ -56,13 +57,13 @@ class ObservationPolicy:
         for part, (call, result) in enumerate(zip(calls, results, strict=True)):
             self._seen.append(_Observation(first_index + part if native else first_index, part, call, result))
 
-    def collapse(self, messages: list[Message]) -> list[Event]:
+    def collapse(self, messages: list[Message], turn: int) -> list[Event]:
         """Collapse old observations in one batch; returns one `collapse` event each."""
         whole = [o for o in self._seen if not o.collapsed]
         keep, batch = self.config.keep_full, self.config.batch
         if not keep or len(whole) <= keep + batch:
             return []
-        return [self._collapse_one(messages, o) for o in whole[: len(whole) - keep]]
+        return [self._collapse_one(messages, o, turn) for o in whole[: len(whole) - keep]]
 
     def compact(self, messages: list[Message], turn: int, estimate: Callable[[list[Message]], int]) -> list[Event]:
         """Deterministic compaction when the estimated context passes `compact_at` of the window: its `collapse`
@@ -71,14 +72,13 @@ class ObservationPolicy:
         before = estimate(messages)
         if not self.config.compact_at or before <= limit:
             return []
-        events = [self._collapse_one(messages, o) for o in [o for o in self._seen if not o.collapsed][:-1]]
+        events = [self._collapse_one(messages, o, turn) for o in [o for o in self._seen if not o.collapsed][:-1]]
         shortened = _shorten_old_assistant_turns(messages)
         after = estimate(messages)
         summary = f"{SUMMARY} collapsed {len(events)} older observations; shortened {shortened} older replies"
-        compaction = {"type": "compaction", "before_tokens": before, "after_tokens": after, "summary": summary}
-        return [*events, compaction]
+        return [*events, compaction_event(turn, before, after, summary)]
 
-    def _collapse_one(self, messages: list[Message], observation: _Observation) -> Event:
+    def _collapse_one(self, messages: list[Message], observation: _Observation, turn: int) -> Event:
         label = collapse_label(observation.call, observation.result)
         message = messages[observation.index]
         if message["role"] == "tool":
@@ -86,7 +86,7 @@ class ObservationPolicy:
         else:
             message["content"] = _replace_part(str(message["content"]), observation.part, label)
         observation.collapsed = True
-        return {"type": "collapse", "call_id": observation.call.id, "name": observation.call.name, "label": label}
+        return collapse_event(turn, observation.call.id, observation.call.name, label)
 
 
 def collapse_label(call: ToolCall, result: ToolResult) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,7 +11,6 @@ from typing import Any
 
 import httpx
 
-from snaffle import __version__
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.pipeline import Pipeline
 from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
@@ -25,7 +23,15 @@ from snaffle.observations import PolicyConfig
 from snaffle.primitives.reader import RepoView
 from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry
-from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, TrajectoryWriter, write_result
+from snaffle.trajectory import (
+    PATCH_FILE,
+    TRAJECTORY_FILE,
+    TrajectoryWriter,
+    exit_event,
+    header_event,
+    retry_event,
+    write_result,
+)
 from snaffle.types import Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
 
@@ -44,11 +50,11 @@ class SolveConfig:
     """None: the arm's default (the minimal control arm never collapses or compacts)."""
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     shim_ledger_url: str | None = None
+    """The metering shim's ledger for this instance; its totals go into result.json beside the harness's."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     """Which of snaffle's mechanisms are on (all, unless an ablation switches one off)."""
     secrets: tuple[str, ...] = ()
     """Values redacted from every line written (the upstream API key when a shim holds it)."""
-    """The metering shim's ledger for this instance; its totals go into result.json beside the harness's."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -88,7 +94,7 @@ def build_arm(
     """The arm's tools over this workspace (with a repository index when its tools read one) and its messages."""
     registry = Registry()
     index = RepoIndex(workspace.root, cache_dir=cache_dir("structure")) if spec.indexed else None
-    view = RepoView(workspace, index, gate_log=registry.gate_log) if index is not None else None
+    view = RepoView(workspace, index) if index is not None else None
     parts = Parts(workspace, sandbox, deadline, config.mechanisms, view)
     return start(spec, parts, registry, task.issue, config.model.tool_protocol)
 
@@ -97,42 +103,25 @@ def run_loop(
     config: SolveConfig, workspace: Workspace, writer: TrajectoryWriter, arm: ArmSetup, deadline: float | None
 ) -> Outcome:
     def on_retry(attempt: int, error: str, wait_s: float) -> None:
-        writer.write({"type": "retry", "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)})
+        writer.write(retry_event(attempt, error, wait_s))
 
     model = OpenAIModel(config.model, deadline=deadline, on_retry=on_retry)
-    spec, protocol = arm.spec, config.model.tool_protocol
+    spec = arm.spec
     policy = config.observations or spec.policy(config.mechanisms)
-    loop_config = LoopConfig(
-        spec.name, config.limits, protocol, refuse_early_done=spec.refuse_early_done, observations=policy
-    )
+    loop_config = LoopConfig(spec.name, config.limits, refuse_early_done=spec.refuse_early_done, observations=policy)
     loop = Loop(model, arm.registry, writer, loop_config, workspace.fingerprint, config.pricer)
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, spec: ArmSpec) -> dict[str, Any]:
-    limits, protocol = config.limits, config.model.tool_protocol
-    return {
-        "type": "header",
-        "format": "snaffle-trajectory/1",
-        "snaffle_version": __version__,
-        "task": {"instance_id": task.instance_id, "repo": str(task.repo), "issue": task.issue},
-        "arm": config.arm,
-        "model": config.model.model,
-        "base_url": config.model.base_url,
-        "caps": {
-            "max_turns": limits.max_turns,
-            "max_tokens": limits.max_tokens,
-            "max_dollars": limits.max_dollars,
-            "timeout_s": limits.timeout_s,
-        },
-        "fixed_context_tokens": None if spec.pipeline else spec.fixed_context(protocol)["fixed_context_tokens"],
-        "python": platform.python_version(),
-        "config": {
-            "tool_protocol": protocol,
-            "temperature": config.model.temperature,
-            **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
-        },
+def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
+    model = config.model
+    fixed_context = None if spec.pipeline else spec.fixed_context(model.tool_protocol)["fixed_context_tokens"]
+    settings = {
+        "tool_protocol": model.tool_protocol,
+        "temperature": model.temperature,
+        **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
     }
+    return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)
 
 
 def finish(
@@ -145,7 +134,7 @@ def finish(
     totals = {**outcome.usage.as_dict(), "turns": outcome.turns, "elapsed_s": round(outcome.elapsed_s, 3),
               **outcome.counters}  # fmt: skip
     try:
-        writer.write({"type": "exit", "status": status, "message": message, "patch": patch, "totals": totals})
+        writer.write(exit_event(status, message, patch, totals))
     except StateError as exc:
         status, message = "state_error", str(exc)
     shim = shim_totals(config.shim_ledger_url)

@@ -13,14 +13,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
-from snaffle.types import GateResult, ToolCall
+from snaffle.types import GateResult, ToolCall, ToolRun
 
 JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 ARG_LINE_RE = re.compile(r"^\s{2,}(\w+):\s*(.+)$")
 
+ToolFn = Callable[..., str | ToolRun]
+"""A tool: a plain function returning its observation, or a `ToolRun` when it also reports gate decisions."""
+
 
 class ToolFailure(Exception):
-    """A tool could not do what was asked; the message is the observation (the repo is unchanged)."""
+    """A tool could not do what was asked; the message is the observation (the repo is unchanged), `gates` the
+    gate decisions taken before it gave up."""
+
+    def __init__(self, message: str, gates: tuple[GateResult, ...] = ()) -> None:
+        super().__init__(message)
+        self.gates = gates
 
 
 @dataclass(frozen=True)
@@ -28,19 +36,18 @@ class ToolSpec:
     """A registered tool: its function and its JSON schema (OpenAI `function` object)."""
 
     name: str
-    fn: Callable[..., str]
+    fn: ToolFn
     schema: Mapping[str, Any]
 
 
 class Registry:
-    """The tools of one arm; `check` validates a call against its tool's schema before anything runs."""
+    """The tools of one arm (the `Toolbox` seam); `check` validates a call against its tool's schema before anything
+    runs."""
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
-        self.gate_log: list[GateResult] = []
-        """Gate decisions tools report while running (lint rejections, edit recoveries); the loop drains it."""
 
-    def register(self, fn: Callable[..., str], name: str | None = None) -> Callable[..., str]:
+    def register(self, fn: ToolFn, name: str | None = None) -> ToolFn:
         spec = ToolSpec(name or fn.__name__, fn, schema_of(fn, name))
         self._tools[spec.name] = spec
         return fn
@@ -63,9 +70,10 @@ class Registry:
             return f"unknown tool {call.name!r}; available: {', '.join(self._tools)}"
         return check_arguments(spec.schema["parameters"], call.arguments)
 
-    def run(self, call: ToolCall) -> str:
-        """Run a checked call; `ToolFailure` propagates as a failed observation."""
-        return self._tools[call.name].fn(**call.arguments)
+    def run(self, call: ToolCall) -> ToolRun:
+        """Run a checked call; a plain observation becomes a `ToolRun` without gates, `ToolFailure` propagates."""
+        output = self._tools[call.name].fn(**call.arguments)
+        return output if isinstance(output, ToolRun) else ToolRun(output)
 
 
 def schema_of(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:

@@ -1,19 +1,24 @@
-"""State boundary: `trajectory.jsonl` written one flushed line per event, read back tolerating a torn last line.
+"""State boundary: `trajectory.jsonl` written one flushed line per event, read back tolerating a torn last line;
+the one builder of each event type.
 
-The format is `snaffle-trajectory/1`, described in docs/trajectory.md.
+The format is `FORMAT`, described in docs/trajectory.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import platform
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from snaffle import __version__
 from snaffle.exceptions import StateError
-from snaffle.types import Event
+from snaffle.model import tokens
+from snaffle.types import Event, GateResult, Limits, Message, ModelReply, Task, ToolCall, ToolResult, Usage
 
 FORMAT = "snaffle-trajectory/1"
 RESULT_FORMAT = "snaffle-result/1"
@@ -106,3 +111,100 @@ def write_result(run_dir: Path, result: Mapping[str, Any]) -> Path:
     tmp.write_text(json.dumps({"format": RESULT_FORMAT, **result}, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def header_event(task: Task, arm: str, model: str, base_url: str, limits: Limits, fixed_context_tokens: int | None,
+                 config: Mapping[str, object]) -> Event:  # fmt: skip
+    """The first line: the format, what runs on which task and model, under which caps."""
+    return {
+        "type": "header",
+        "format": FORMAT,
+        "snaffle_version": __version__,
+        "task": {"instance_id": task.instance_id, "repo": str(task.repo), "issue": task.issue},
+        "arm": arm,
+        "model": model,
+        "base_url": base_url,
+        "caps": {
+            "max_turns": limits.max_turns,
+            "max_tokens": limits.max_tokens,
+            "max_dollars": limits.max_dollars,
+            "timeout_s": limits.timeout_s,
+        },
+        "fixed_context_tokens": fixed_context_tokens,
+        "python": platform.python_version(),
+        "config": dict(config),
+    }
+
+
+def model_call_event(turn: int, messages: Sequence[Message], sent: int, reply: ModelReply, usage: Usage,
+                     cumulative: Mapping[str, object]) -> Event:  # fmt: skip
+    """A `model_call` line: what was appended since the last call (`messages[sent:]`), the reply, its usage."""
+    return {
+        "type": "model_call", "turn": turn, "messages_delta": list(messages[sent:]), "n_messages": len(messages),
+        "messages_digest": digest(messages), "prompt_estimate": tokens.count_messages(messages),
+        "response": response_record(reply), "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
+        "cumulative": dict(cumulative), "shim": dict(reply.shim),
+    }  # fmt: skip
+
+
+def response_record(reply: ModelReply) -> dict[str, object]:
+    """A reply as the trajectory keeps it: tool calls with their arguments as the model wrote them."""
+    return {
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.raw_arguments} for c in reply.tool_calls],
+        "reasoning_content": reply.reasoning,
+        "finish_reason": reply.finish_reason,
+        "protocol": reply.protocol,
+    }
+
+
+def digest(messages: Sequence[Message]) -> str:
+    """A short sha256 of the whole message list sent."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def retry_event(attempt: int, error: str, wait_s: float, sample: int | None = None) -> Event:
+    """A `retry` line, written before the model call is retried; `sample` for an agentless sample's call."""
+    where = {} if sample is None else {"sample": sample}
+    return {"type": "retry", **where, "attempt": attempt, "error": error, "wait_s": round(wait_s, 3)}
+
+
+def tool_call_event(turn: int, call: ToolCall, problem: str | None) -> Event:
+    """A `tool_call` line; a call rejected for `problem` keeps its arguments as the model wrote them."""
+    arguments = dict(call.arguments) if problem is None else call.raw_arguments
+    return {"type": "tool_call", "turn": turn, "id": call.id, "name": call.name, "arguments": arguments,
+            "valid": problem is None, "error": problem}  # fmt: skip
+
+
+def tool_result_event(turn: int, result: ToolResult, elapsed_s: float) -> Event:
+    """A `tool_result` line: the observation as the model sees it."""
+    return {"type": "tool_result", "turn": turn, "call_id": result.call_id, "name": result.name,
+            "output": result.output, "ok": result.ok, "changed": result.changed,
+            "elapsed_s": round(elapsed_s, 3)}  # fmt: skip
+
+
+def gate_event(turn: int, call_id: str | None, gate: GateResult) -> Event:
+    """A `gate` line: one gate's decision, bound to the call it was about (None: about the whole turn)."""
+    return {"type": "gate", "turn": turn, "call_id": call_id, "gate": gate.gate, "ok": gate.ok,
+            "reason": gate.reason}  # fmt: skip
+
+
+def collapse_event(turn: int, call_id: str, name: str, label: str) -> Event:
+    """A `collapse` line: an older observation replaced by its one-line label."""
+    return {"type": "collapse", "call_id": call_id, "name": name, "label": label, "turn": turn}
+
+
+def compaction_event(turn: int, before_tokens: int, after_tokens: int, summary: str) -> Event:
+    """A `compaction` line: the context shrunk because it neared the window."""
+    return {"type": "compaction", "before_tokens": before_tokens, "after_tokens": after_tokens, "summary": summary,
+            "turn": turn}  # fmt: skip
+
+
+def stage_event(stage: str, decision: str, **fields: object) -> Event:
+    """A `stage` line of the agentless pipeline: its decision and stage-specific fields."""
+    return {"type": "stage", "stage": stage, "decision": decision, **fields}
+
+
+def exit_event(status: str, message: str, patch: str, totals: Mapping[str, object]) -> Event:
+    """The last line: how the run ended, its patch and its totals."""
+    return {"type": "exit", "status": status, "message": message, "patch": patch, "totals": dict(totals)}

@@ -98,6 +98,14 @@ class GateResult:
 
 
 @dataclass(frozen=True)
+class ToolRun:
+    """What one tool call produced: the observation, and the gate decisions taken while it ran."""
+
+    output: str
+    gates: tuple[GateResult, ...] = ()
+
+
+@dataclass(frozen=True)
 class Limits:
     """Hard caps of one run; 0 means off."""
 
@@ -159,28 +167,26 @@ class Attempt:
 class Model(Protocol):
     """The model boundary: one chat-completions call, retried and decoded."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def complete(
-        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
-    ) -> ModelReply: ...
+    @property
+    def protocol(self) -> str:
+        """How tool calls travel: `native` (the request's `tools`) or `text` (described in the system prompt)."""
 
-
-class Tool(Protocol):
-    """A callable tool with a JSON schema; see `snaffle.tools.Registry`."""
-
-    name: str
-    schema: Mapping[str, Any]
-
-    def __call__(self, **kwargs: Any) -> str: ...
+    def complete(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> ModelReply: ...
 
 
-class Gate(Protocol):
-    """A pure check on a proposed change."""
+class Toolbox(Protocol):
+    """The execution boundary the loop calls: schemas to offer, a check before anything runs, the run itself.
 
-    name: str
+    `run` raises `snaffle.tools.ToolFailure` (carrying its gates) when the tool could not do what was asked."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> GateResult: ...
+    def schemas(self) -> list[Mapping[str, Any]]: ...
+
+    def check(self, call: ToolCall) -> str | None: ...
+
+    def run(self, call: ToolCall) -> ToolRun: ...
 
 
 class TrajectorySink(Protocol):

@@ -21,7 +21,7 @@ from snaffle.swebench.instances import load_instances
 from snaffle.swebench.progress import LineProgress
 from snaffle.swebench.workspaces import Sources
 from snaffle.testing import ScriptedServer
-from snaffle.trajectory import read_trajectory
+from snaffle.trajectory import FORMAT, read_trajectory
 from snaffle.types import Limits, Task
 from tests.conftest import CALC_ISSUE
 from tests.test_harness import FIX_SCRIPT
@@ -43,7 +43,7 @@ def check_schema(path: Path) -> list[dict[str, Any]]:
     """The snaffle-trajectory/1 invariants every adapter's trajectory keeps."""
     trajectory = read_trajectory(path)
     events = list(trajectory.events)
-    assert events[0]["type"] == "header" and events[0]["format"] == "snaffle-trajectory/1"
+    assert events[0]["type"] == "header" and events[0]["format"] == FORMAT
     assert events[-1]["type"] == "exit" and not trajectory.torn
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert {e["type"] for e in events} <= EVENT_TYPES

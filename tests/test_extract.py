@@ -140,12 +140,12 @@ def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_pat
     view = RepoView(Workspace.open(repo), RepoIndex(repo), shown={"statkit/stats.py::median"})
     answer = (ANSWERS / "qwen2.5-coder-1.5b_rewrite_median_sample1.txt").read_text()
     # it annotates with List: the answer's own `from typing import List` is added, as a logged recovery
-    EntityEditor(view).edit_entity("statkit/stats.py::median", new_source=answer)
+    run = EntityEditor(view).edit_entity("statkit/stats.py::median", new_source=answer)
     after = (repo / "statkit/stats.py").read_text()
     assert after.count("from typing import List\n") == 1 and after.count("def mean(") == 1
     assert "return (ordered[mid] + ordered[mid + 1]) / 2" in after
-    assert [(g.gate, g.reason) for g in view.gate_log] == [("edit_recovery", "added the answer's imports: "
-                                                                             "from typing import List")]  # fmt: skip
+    recovery = ("edit_recovery", "added the answer's imports: from typing import List")
+    assert [(g.gate, g.reason) for g in run.gates] == [recovery]
     answer_without_import = answer.replace("from typing import List\n", "")
     repo2 = make_repo(tmp_path / "repo2", {"statkit/__init__.py": "", "statkit/stats.py": source})
     view2 = RepoView(Workspace.open(repo2), RepoIndex(repo2), shown={"statkit/stats.py::median"})

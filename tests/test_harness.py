@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from snaffle.model.client import ModelConfig
+from snaffle.harness import Loop, LoopConfig
+from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
-from snaffle.trajectory import read_trajectory
-from snaffle.types import Attempt, Limits, Task, Usage
+from snaffle.tools import Registry, ToolFailure
+from snaffle.trajectory import TrajectoryWriter, read_trajectory
+from snaffle.types import Attempt, GateResult, Limits, Task, ToolRun, Usage
 from tests.conftest import CALC_ISSUE, git
 
 Start = Callable[[list[dict[str, Any]]], ScriptedServer]
@@ -273,3 +275,35 @@ def test_a_python_literal_tool_call_in_text_is_run(calc_repo: Path, scripted: St
     assert tool_call["valid"] and tool_call["arguments"] == {"command": 'grep -c "a - b" calc/__init__.py'}
     (result,) = trajectory.of_type("tool_result")
     assert result["ok"] and result["output"].strip() == "1"
+
+
+def test_gate_decisions_travel_with_the_tool_run_and_the_failure(scripted: Start, tmp_path: Path) -> None:
+    """A tool's gates land in the trajectory bound to its call, whether it returned or refused."""
+
+    def note(text: str) -> ToolRun:
+        """Accept, noting a recovery."""
+        return ToolRun(f"noted {text}", (GateResult("edit_recovery", True, "re-indented"),))
+
+    def refuse(text: str) -> str:
+        """Refuse at a gate."""
+        raise ToolFailure(f"refused {text}", (GateResult("lint", False, "syntax error"),))
+
+    toolbox = Registry()
+    toolbox.register(note)
+    toolbox.register(refuse)
+    calls = [
+        {"name": "note", "arguments": {"text": "a"}, "id": "c1"},
+        {"name": "refuse", "arguments": {"text": "b"}, "id": "c2"},
+    ]
+    server = scripted([{"tool_calls": calls}, {"content": "DONE"}])
+    model = OpenAIModel(ModelConfig(server.base_url, "scripted"))
+    writer = TrajectoryWriter(tmp_path / "trajectory.jsonl")
+    loop = Loop(model, toolbox, writer, LoopConfig("test", Limits(max_turns=5)), lambda: "", zero_pricer)
+    outcome = loop.run([{"role": "user", "content": "go"}])
+    writer.close()
+    assert outcome.status == "submitted"
+    trajectory = read_trajectory(tmp_path / "trajectory.jsonl")
+    gates = [(g["call_id"], g["gate"], g["ok"]) for g in trajectory.of_type("gate")]
+    assert gates == [("c1", "edit_recovery", True), ("c2", "lint", False)]
+    outputs = [(r["output"], r["ok"]) for r in trajectory.of_type("tool_result")]
+    assert outputs == [("noted a", True), ("Error: refused b", False)]

@@ -25,19 +25,19 @@ def history(turns: int, native: bool = True, config: PolicyConfig = BIG) -> tupl
 
 def test_collapse_waits_for_a_full_batch_then_keeps_the_last_n() -> None:
     messages, policy = history(4)
-    assert policy.collapse(messages) == []
+    assert policy.collapse(messages, 5) == []
     messages, policy = history(5)
-    events = policy.collapse(messages)
+    events = policy.collapse(messages, 5)
     assert [e["call_id"] for e in events] == ["c0", "c1", "c2"]
     tool_messages = [m for m in messages if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "[collapsed] read_entity a.py::f0 (10 lines)"
     assert tool_messages[0]["tool_call_id"] == "c0" and tool_messages[-1]["content"].startswith("line")
-    assert policy.collapse(messages) == []
+    assert policy.collapse(messages, 5) == []
 
 
 def test_collapse_in_text_protocol_messages() -> None:
     messages, policy = history(5, native=False)
-    policy.collapse(messages)
+    policy.collapse(messages, 5)
     assert messages[3]["content"] == "<tool_response>\n[collapsed] read_entity a.py::f0 (10 lines)\n</tool_response>"
 
 

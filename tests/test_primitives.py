@@ -141,7 +141,7 @@ def test_edit_entity_search_replace_and_its_failures(view: RepoView) -> None:
     reader, editor = Reader(view), EntityEditor(view)
     reader.read_entity("geo/shapes.py::Circle.scaled")
     out = editor.edit_entity("geo/shapes.py::Circle.scaled", search="self.r * k", replace="self.r * abs(k)")
-    assert "+        return Circle(self.r * abs(k))" in out
+    assert "+        return Circle(self.r * abs(k))" in out.output
     with pytest.raises(ToolFailure, match=r"0 matches\)\nthe closest text .*\n.*return Circle"):
         editor.edit_entity("geo/shapes.py::Circle.scaled", search="return  Circle(self.r*k)", replace="x")
     reader.read_entity("geo/shapes.py::long_function", window=0)
@@ -153,12 +153,12 @@ def test_a_rejected_edit_leaves_the_file_byte_for_byte(view: RepoView) -> None:
     path = view.workspace.root / "geo" / "shapes.py"
     before = path.read_bytes()
     Reader(view).read_entity("geo/shapes.py::parse_shape")
-    with pytest.raises(GateFailure, match="syntax error"):
+    with pytest.raises(GateFailure, match="syntax error") as refused:
         EntityEditor(view).edit_entity(
             "geo/shapes.py::parse_shape", search='if kind == "circle":', replace="if kind =="
         )
     assert path.read_bytes() == before
-    assert [g.gate for g in view.gate_log] == ["lint"]
+    assert [g.gate for g in refused.value.gates] == ["lint"]
 
 
 def test_edit_entity_rewrites_a_method_and_reindents(view: RepoView) -> None:
@@ -222,12 +222,12 @@ def test_a_rewrite_that_needs_its_answers_import_gets_it_as_a_logged_recovery(vi
     answer += (
         '    kind, _, size = text.partition(":")\n    return Circle(float(size)) if kind == "circle" else None\n```'
     )
-    EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    run = EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
     text = (view.workspace.root / "geo" / "shapes.py").read_text()
     assert text.startswith('"""Shapes and their areas."""\n\nimport math\nfrom typing import Optional\n\n')
     assert "import os" not in text  # only what the edited module needs
-    assert [(g.gate, g.ok) for g in view.gate_log] == [("edit_recovery", True)]
-    assert "from typing import Optional" in view.gate_log[0].reason
+    assert [(g.gate, g.ok) for g in run.gates] == [("edit_recovery", True)]
+    assert "from typing import Optional" in run.gates[0].reason
 
 
 @pytest.mark.parametrize("lint", [True, False])
@@ -267,10 +267,18 @@ def test_a_block_cut_off_after_the_entity_still_gives_the_entity(view: RepoView)
         "        return Circle(float(size))\n    return None\n\ndef long_function():\n    '''A docstring the model"
         " never closed.\n    x0 = 0\n```"
     )
-    EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    run = EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
     text = (view.workspace.root / "geo" / "shapes.py").read_text()
     assert "        return Circle(float(size))\n    return None\n" in text and "never closed" not in text
-    assert [g.gate for g in view.gate_log] == ["edit_recovery"]
+    assert [g.gate for g in run.gates] == ["edit_recovery"]
     Reader(view).read_entity("geo/shapes.py::long_function", window=0)
     with pytest.raises(ToolFailure, match="does not parse"):  # the entity itself cut off: still refused
         EntityEditor(view).edit_entity("geo/shapes.py::long_function", new_source=answer)
+
+
+def test_a_refused_edit_carries_the_recoveries_made_before_the_refusal(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::parse_shape")
+    answer = "```python\ndef parse_shape(text):\n    return helper(text)\n\ndef long_function():\n    '''cut\n```"
+    with pytest.raises(GateFailure, match="helper") as refused:
+        EntityEditor(view).edit_entity("geo/shapes.py::parse_shape", new_source=answer)
+    assert [(g.gate, g.ok) for g in refused.value.gates] == [("edit_recovery", True), ("lint", False)]

@@ -7,7 +7,7 @@ from typing import Literal
 import pytest
 
 from snaffle.tools import Registry, schema_of
-from snaffle.types import ToolCall
+from snaffle.types import GateResult, ToolCall, ToolRun
 
 
 def greet(name: str, times: int = 1, style: Literal["plain", "loud"] = "plain", tags: list[str] | None = None) -> str:
@@ -57,5 +57,15 @@ def test_check_rejects_what_does_not_fit(call: ToolCall, problem: str | None) ->
 def test_run_dispatches_checked_calls() -> None:
     registry = Registry()
     registry.register(greet)
-    assert registry.run(ToolCall("c1", "greet", {"name": "ab", "times": 2, "style": "loud"})) == "AB AB"
+    assert registry.run(ToolCall("c1", "greet", {"name": "ab", "times": 2, "style": "loud"})) == ToolRun("AB AB")
     assert registry.names == ["greet"]
+
+
+def test_run_passes_a_tools_gate_decisions_on() -> None:
+    def checked(text: str) -> ToolRun:
+        """Echo, noting a gate decision."""
+        return ToolRun(text, (GateResult("lint", True),))
+
+    registry = Registry()
+    registry.register(checked)
+    assert registry.run(ToolCall("c1", "checked", {"text": "hi"})) == ToolRun("hi", (GateResult("lint", True),))

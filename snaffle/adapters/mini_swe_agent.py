@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -22,12 +21,11 @@ from typing import Any
 
 import yaml
 
-from snaffle import __version__
 from snaffle.adapters.base import AdapterSpec, write_external_result
 from snaffle.adapters.mini_trajectory import MiniConverter, exit_status
 from snaffle.exceptions import StateError, UserError
 from snaffle.model import tokens
-from snaffle.trajectory import TRAJECTORY_FILE, TrajectoryWriter
+from snaffle.trajectory import TRAJECTORY_FILE, TrajectoryWriter, exit_event, header_event
 from snaffle.types import Attempt, Event, Limits, Task, Usage
 from snaffle.workspace import Workspace
 
@@ -103,8 +101,7 @@ class MiniSweAgentAdapter:
                   "malformed_turns": sum(e["type"] == "gate" for e in events)}  # fmt: skip
         writer = TrajectoryWriter(self.out / TRAJECTORY_FILE, (self.spec.api_key(),))
         try:
-            for event in [*events, {"type": "exit", "status": status, "message": message, "patch": patch,
-                                    "totals": {**usage.as_dict(), **counts}}]:  # fmt: skip
+            for event in [*events, exit_event(status, message, patch, {**usage.as_dict(), **counts})]:
                 writer.write(event)
         except StateError as exc:
             status, message = "state_error", str(exc)
@@ -166,16 +163,13 @@ def outcome(data: Mapping[str, Any], timed_out: bool, limits: Limits) -> tuple[s
 def header(spec: AdapterSpec, task: Task, base_url: str, limits: Limits, data: Mapping[str, Any]) -> Event:
     messages = data.get("messages") or []
     system = str(messages[0].get("content") or "") if messages else ""
-    return {
-        "type": "header", "format": "snaffle-trajectory/1", "snaffle_version": __version__,
-        "task": {"instance_id": task.instance_id, "repo": str(task.repo), "issue": task.issue},
-        "arm": "mini-swe-agent", "model": spec.model, "base_url": base_url,
-        "caps": {"max_turns": limits.max_turns, "max_tokens": limits.max_tokens,
-                 "max_dollars": limits.max_dollars, "timeout_s": limits.timeout_s},
-        "fixed_context_tokens": tokens.count(system), "python": platform.python_version(),
-        "config": {"adapter": "mini-swe-agent", "mini_version": mini_version(), "tool_protocol": spec.tool_protocol,
-                   "mini_exit_status": (data.get("info") or {}).get("exit_status")},
-    }  # fmt: skip
+    config = {
+        "adapter": "mini-swe-agent",
+        "mini_version": mini_version(),
+        "tool_protocol": spec.tool_protocol,
+        "mini_exit_status": (data.get("info") or {}).get("exit_status"),
+    }
+    return header_event(task, "mini-swe-agent", spec.model, base_url, limits, tokens.count(system), config)
 
 
 def mini_version() -> str | None:

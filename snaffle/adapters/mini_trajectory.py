@@ -5,13 +5,11 @@ What mini-swe-agent does not record is written as 0 (`latency_s` of a first call
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from snaffle.model import tokens
-from snaffle.types import Event, Message, Usage
+from snaffle.trajectory import gate_event, model_call_event, tool_call_event, tool_result_event
+from snaffle.types import Event, GateResult, Message, ModelReply, ToolCall, ToolResult, Usage
 
 MINI_STATUSES = {
     "Submitted": "submitted",
@@ -69,52 +67,44 @@ class MiniConverter:
         self.usage += usage
         stamp = extra.get("timestamp")
         latency = round(float(stamp) - self.last_t, 3) if self.last_t is not None and stamp else 0.0
-        self.events.append({
-            "type": "model_call", "turn": self.turn, "messages_delta": before[self.sent:],
-            "n_messages": len(before), "messages_digest": digest(before),
-            "prompt_estimate": tokens.count_messages(before), "response": response_record(message, extra),
-            "usage": usage.as_dict(), "latency_s": latency,
-            "cumulative": {**self.usage.as_dict(), "turns": self.turn}, "shim": {},
-        })  # fmt: skip
+        reply = mini_reply(message, extra, usage, latency)
+        cumulative = {**self.usage.as_dict(), "turns": self.turn}
+        self.events.append(model_call_event(self.turn, before, self.sent, reply, usage, cumulative))
         self.sent = index + 1
         for number, action in enumerate(extra.get("actions") or []):
             call_id = action.get("tool_call_id") or f"call_{self.turn}_{number}"
-            self.events.append({
-                "type": "tool_call", "turn": self.turn, "id": call_id, "name": "bash",
-                "arguments": {"command": action.get("command", "")}, "valid": True, "error": None,
-            })  # fmt: skip
+            call = ToolCall(call_id, "bash", {"command": action.get("command", "")})
+            self.events.append(tool_call_event(self.turn, call, None))
 
     def tool_result(self, message: Message, extra: Mapping[str, Any]) -> None:
         call_id = message.get("tool_call_id") or f"call_{self.turn}_0"
-        self.events.append({
-            "type": "tool_result", "turn": self.turn, "call_id": call_id, "name": "bash",
-            "output": text_of(message.get("content")), "ok": extra.get("returncode") == 0, "changed": False,
-            "elapsed_s": 0.0,
-        })  # fmt: skip
+        result = ToolResult(call_id, "bash", text_of(message.get("content")), ok=extra.get("returncode") == 0)
+        self.events.append(tool_result_event(self.turn, result, 0.0))
 
     def gate(self, message: Message) -> None:
-        reason = text_of(message.get("content"))
-        self.events.append({"type": "gate", "turn": self.turn, "call_id": None, "gate": "format", "ok": False,
-                            "reason": reason})  # fmt: skip
+        refusal = GateResult("format", False, text_of(message.get("content")))
+        self.events.append(gate_event(self.turn, None, refusal))
 
 
-def response_record(message: Message, extra: Mapping[str, Any]) -> dict[str, Any]:
+def mini_reply(message: Message, extra: Mapping[str, Any], usage: Usage, latency_s: float) -> ModelReply:
+    """One of mini-swe-agent's assistant messages as the reply it recorded (tool-call arguments as sent)."""
     calls = message.get("tool_calls") or []
     choices = (extra.get("response") or {}).get("choices") or [{}]
-    return {
-        "content": text_of(message.get("content")),
-        "tool_calls": [
-            {
-                "id": c.get("id"),
-                "name": (c.get("function") or {}).get("name"),
-                "arguments": (c.get("function") or {}).get("arguments"),
-            }
-            for c in calls
-        ],  # fmt: skip
-        "reasoning_content": message.get("reasoning_content"),
-        "finish_reason": choices[0].get("finish_reason"),
-        "protocol": "native" if calls else "text",
-    }
+    return ModelReply(
+        content=text_of(message.get("content")),
+        tool_calls=tuple(_mini_call(c) for c in calls),
+        reasoning=message.get("reasoning_content"),
+        usage=usage,
+        latency_s=latency_s,
+        finish_reason=choices[0].get("finish_reason"),
+        protocol="native" if calls else "text",
+    )
+
+
+def _mini_call(call: Any) -> ToolCall:
+    """A native call as mini-swe-agent kept it; id, name and arguments are passed on as they are."""
+    function: Any = call.get("function") or {}
+    return ToolCall(call.get("id"), function.get("name"), {}, None, function.get("arguments"))
 
 
 def call_usage(extra: Mapping[str, Any]) -> Usage:
@@ -140,7 +130,3 @@ def text_of(content: object) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
-
-
-def digest(messages: Sequence[Message]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -36,6 +36,7 @@ from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
+from snaffle.trajectory import retry_event, stage_event
 from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
@@ -117,7 +118,7 @@ class Pipeline:
         """Ask once for a test reproducing the issue; keep it only if it fails (not errors) on the original."""
         prompt = prompts.render(prompts.load("reproduce.md"), issue=self.task.issue.strip(), context=context.text)
         model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
-        reply = model.complete([{"role": "user", "content": prompt}], [], None)
+        reply = model.complete([{"role": "user", "content": prompt}], [])
         self.account(Outcome("reproduce", "", reply.usage.with_dollars(self.pricer(model.name, reply.usage)), 1, 0))
         path = self.scratch / "repro" / "test_snaffle_repro.py"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,13 +198,12 @@ class Pipeline:
 
     def retry_logger(self, number: int) -> Callable[[int, str, float], None]:
         def log(attempt: int, error: str, wait_s: float) -> None:
-            self.sink.write({"type": "retry", "sample": number, "attempt": attempt, "error": error,
-                             "wait_s": round(wait_s, 3)})  # fmt: skip
+            self.sink.write(retry_event(attempt, error, wait_s, sample=number))
 
         return log
 
     def stage(self, name: str, decision: str, **fields: object) -> None:
-        self.sink.write({"type": "stage", "stage": name, "decision": decision, **fields})
+        self.sink.write(stage_event(name, decision, **fields))
 
     def outcome(self, status: str, message: str) -> Outcome:
         return Outcome(status, message, self.usage, self.turns, time.monotonic() - self.started)

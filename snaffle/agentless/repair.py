@@ -15,7 +15,6 @@ from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
-from snaffle.model.messages import model_call_event
 from snaffle.primitives.edit import EntityEditor
 from snaffle.primitives.extract import (
     defining_blocks,
@@ -28,6 +27,7 @@ from snaffle.primitives.reader import INLINE_BODY_LINES, RepoView
 from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry, ToolFailure
+from snaffle.trajectory import gate_event, model_call_event
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
@@ -68,8 +68,11 @@ class GreenStop:
         Args:
           target: a pytest node id (tests/test_x.py::test_y), a test file, or "-k expression"
         """
+        before = self.runner.last.get(target)
         output = self.runner.run_test(target)
-        if stop_after_green(self.view.edits > 0, target, output.startswith("passed"), self.failing_test):
+        run = self.runner.last[target]
+        passed = run.passed and run is not before  # a remembered result was not produced by the edit
+        if stop_after_green(self.view.edits > 0, target, passed, self.failing_test):
             raise Submitted(f"stop-after-green: {target} passes after the edit\n{output}")
         return output
 
@@ -79,7 +82,7 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
     """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
     registry = Registry()
     index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
-    view = RepoView(workspace, index, gate_log=registry.gate_log)
+    view = RepoView(workspace, index)
     view.shown.update(context.selectors)
     if config.one_shot:
         return one_shot(view, model, context, sink, pricer, config, task)
@@ -94,7 +97,7 @@ def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context:
 
 
 def repair_messages(context: RepairContext, task: Task, model: Model) -> tuple[Message, ...]:
-    protocol = getattr(getattr(model, "config", None), "tool_protocol", "native")
+    protocol = model.protocol
     example = {"name": "read_entity", "arguments": {"selector": context.selectors[0]}} if context.selectors else None
     note = f"\nThe failing test is {task.failing_test}." if task.failing_test else ""
     return AGENTLESS.messages(protocol, example, issue=task.issue.strip(), context=context.text, test_note=note)
@@ -107,7 +110,7 @@ def one_shot(view: RepoView, model: Model, context: RepairContext, sink: Traject
     edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
     messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, edit_format)}]
     try:
-        reply = model.complete(messages, [], None)
+        reply = model.complete(messages, [])
     except Interrupt as stop:
         return Outcome(stop.status, stop.message, Usage(), 0, time.monotonic() - started)
     usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
@@ -128,29 +131,41 @@ def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str
 def apply_answer(
     view: RepoView, context: RepairContext, answer: str, sink: TrajectorySink, mechanisms: Mechanisms
 ) -> tuple[str, str]:
-    """Apply the answer's SEARCH/REPLACE blocks, else its rewritten definition; report each recovery as a gate."""
+    """Apply the answer's SEARCH/REPLACE blocks, else its rewritten definition; report each gate decision and each
+    recovery as a gate line."""
     editor = EntityEditor(view, mechanisms)
     blocks = search_replace_blocks(answer)
+    gates: list[GateResult] = []
     try:
         if blocks:
             for block in blocks:
-                _apply_block(editor, view, context, block.selector, block.search, block.replace, sink)
+                _apply_block(editor, view, context, block.selector, block.search, block.replace, gates)
             return "submitted", f"applied {len(blocks)} SEARCH/REPLACE block(s)"
         found = defining_blocks(answer, context.names)
         if not found:
             reason = "a unified diff is not accepted" if is_unified_diff(answer) else "no edit found in the answer"
             return "no_edit", reason
-        return _apply_rewrites(editor, view, [(context.selectors[context.names.index(n)], code) for n, code in found])
+        rewrites = [(context.selectors[context.names.index(n)], code) for n, code in found]
+        return _apply_rewrites(editor, view, rewrites, gates)
     except ToolFailure as failure:
         return "no_edit", str(failure)
     finally:
-        for gate in view.gate_log:
-            sink.write({"type": "gate", "turn": 1, "call_id": None, "gate": gate.gate, "ok": gate.ok,
-                        "reason": gate.reason})  # fmt: skip
-        view.gate_log.clear()
+        for gate in gates:
+            sink.write(gate_event(1, None, gate))
 
 
-def _apply_rewrites(editor: EntityEditor, view: RepoView, rewrites: list[tuple[str, str]]) -> tuple[str, str]:
+def _edit(editor: EntityEditor, gates: list[GateResult], selector: str, **change: str) -> None:
+    """One `edit_entity` call; its gate decisions, whether it lands or is refused, are added to `gates`."""
+    try:
+        gates.extend(editor.edit_entity(selector, **change).gates)
+    except ToolFailure as failure:
+        gates.extend(failure.gates)
+        raise
+
+
+def _apply_rewrites(
+    editor: EntityEditor, view: RepoView, rewrites: list[tuple[str, str]], gates: list[GateResult]
+) -> tuple[str, str]:
     """Apply each rewritten candidate definition (answers often repeat several, changing only one); the ones that
     change nothing are skipped, a refused one does not stop the others."""
     changed, refused = [], []
@@ -158,7 +173,7 @@ def _apply_rewrites(editor: EntityEditor, view: RepoView, rewrites: list[tuple[s
         path = view.workspace.root / view.entity(selector).path
         before = path.read_bytes()
         try:
-            editor.edit_entity(selector, new_source=code)
+            _edit(editor, gates, selector, new_source=code)
         except ToolFailure as failure:
             refused.append(f"{selector}: {failure}")
             continue
@@ -172,7 +187,7 @@ def _apply_rewrites(editor: EntityEditor, view: RepoView, rewrites: list[tuple[s
 
 
 def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, selector: str | None, search: str,
-                 replace: str, sink: TrajectorySink) -> None:  # fmt: skip
+                 replace: str, gates: list[GateResult]) -> None:  # fmt: skip
     """Apply one block to the named entity, or to the candidate whose text holds the search lines."""
     targets = [selector] if selector in context.selectors else list(context.selectors)
     for target in targets:
@@ -182,12 +197,9 @@ def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, s
         if fixed is None:
             continue
         if fixed != search:
-            note = GateResult("edit_recovery", True, "SEARCH lines re-indented against the file")
-            sink.write(
-                {"type": "gate", "turn": 1, "call_id": None, "gate": note.gate, "ok": True, "reason": note.reason}
-            )
+            gates.append(GateResult("edit_recovery", True, "SEARCH lines re-indented against the file"))
             replace = _reindent_like(replace, search, fixed)
-        editor.edit_entity(target, search=fixed.rstrip("\n"), replace=replace.rstrip("\n"))
+        _edit(editor, gates, target, search=fixed.rstrip("\n"), replace=replace.rstrip("\n"))
         return
     raise ToolFailure("a SEARCH block matches none of the candidate entities")
 

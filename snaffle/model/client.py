@@ -66,9 +66,12 @@ class OpenAIModel:
 
         self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0)
 
-    def complete(
-        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
-    ) -> ModelReply:
+    @property
+    def protocol(self) -> str:
+        """The configured tool-call protocol (`native` or `text`); replies in either are decoded."""
+        return self.config.tool_protocol
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> ModelReply:
         retrying = Retrying(
             retry=retry_if_exception(is_retryable),
             wait=wait_random_exponential(multiplier=BACKOFF_MIN_S, min=BACKOFF_MIN_S, max=BACKOFF_MAX_S),
@@ -79,7 +82,7 @@ class OpenAIModel:
         import openai
 
         try:
-            return retrying(self._call_once, messages, tools, timeout_s)
+            return retrying(self._call_once, messages, tools)
         except openai.APIError as exc:
             attempts = int(retrying.statistics.get("attempt_number", 1))
             if is_retryable(exc) and self.deadline is not None and attempts < MAX_ATTEMPTS:
@@ -91,10 +94,8 @@ class OpenAIModel:
     def _past_deadline(self, ahead_s: float = 0.0) -> bool:
         return self.deadline is not None and time.monotonic() + ahead_s >= self.deadline
 
-    def _call_once(
-        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], timeout_s: float | None
-    ) -> ModelReply:
-        timeout = self._timeout(timeout_s)
+    def _call_once(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> ModelReply:
+        timeout = self._timeout()
         started = time.monotonic()
         raw = self._client.chat.completions.with_raw_response.create(
             **request_body(self.config, messages, tools), timeout=timeout
@@ -103,8 +104,8 @@ class OpenAIModel:
         latency = time.monotonic() - started
         return decode_reply(completion.model_dump(), latency, shim_headers(dict(raw.headers)))
 
-    def _timeout(self, timeout_s: float | None) -> float:
-        timeout = timeout_s or self.config.call_timeout_s
+    def _timeout(self) -> float:
+        timeout = self.config.call_timeout_s
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:

@@ -15,7 +15,7 @@ from snaffle.index.parse import Entity
 from snaffle.primitives.extract import code_blocks, isolate_definition, pick_block
 from snaffle.primitives.reader import RepoView
 from snaffle.tools import ToolFailure
-from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms
+from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms, ToolRun
 
 DIFF_CONTEXT = 2
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -39,7 +39,7 @@ class EntityEditor:
 
     def edit_entity(
         self, selector: str, search: str | None = None, replace: str | None = None, new_source: str | None = None
-    ) -> str:
+    ) -> ToolRun:
         """Change one entity: replace an exact snippet inside it, or give its whole new text.
 
         Args:
@@ -53,28 +53,30 @@ class EntityEditor:
         text = self._text(entity.path)
         lines = text.splitlines(keepends=True)
         old = "".join(lines[entity.start_line : entity.end_line + 1])
+        notes: list[GateResult] = []
         if new_source is not None and search is None:
-            new = self._rewrite(entity, old, new_source)
+            new = self._rewrite(entity, old, new_source, notes)
         elif search is not None and replace is not None and new_source is None:
             new = replace_once(entity, old, search, replace)
         else:
             raise ToolFailure("give either search and replace, or new_source")
         after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
         if self.lint:
-            after = self._linted(entity.path, text, after, new_source if search is None else None)
+            after = self._linted(entity.path, text, after, new_source if search is None else None, notes)
         (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
         self.view.index.refresh(entity.path)
         self.view.edits += 1
-        return f"edited {entity.selector}:\n{entity_diff(old, new)}"
+        return ToolRun(f"edited {entity.selector}:\n{entity_diff(old, new)}", tuple(notes))
 
     def _check(self, entity: Entity) -> None:
         if self.guard_tests:
-            self._gate(guard_test_files(entity.path))
+            _gate(guard_test_files(entity.path), [])
         if self.require_evidence:
-            self._gate(evidence_gate(entity.selector, self.view.shown))
+            _gate(evidence_gate(entity.selector, self.view.shown), [])
 
-    def _rewrite(self, entity: Entity, old: str, new_source: str) -> str:
-        """`rewrite`; when the answer's block does not parse as a whole, its definition of the entity alone."""
+    def _rewrite(self, entity: Entity, old: str, new_source: str, notes: list[GateResult]) -> str:
+        """`rewrite`; when the answer's block does not parse as a whole, its definition of the entity alone (noted
+        as an `edit_recovery`)."""
         try:
             return rewrite(entity, old, new_source)
         except UnparsableAnswer:
@@ -84,33 +86,33 @@ class EntityEditor:
                 raise
             new = rewrite(entity, old, alone)
             note = f"the answer's block does not parse as a whole; its definition of {name} alone does"
-            self.view.gate_log.append(GateResult("edit_recovery", True, note))
+            notes.append(GateResult("edit_recovery", True, note))
             return new
 
-    def _linted(self, path: str, before: str, after: str, answer: str | None) -> str:
+    def _linted(self, path: str, before: str, after: str, answer: str | None, notes: list[GateResult]) -> str:
         """`after` if it passes the lint gate; else, for a rewrite whose answer imported names the file lacks, the
-        file with those imports added when that passes (logged as an `edit_recovery`); else the gate's refusal."""
+        file with those imports added when that passes (noted as an `edit_recovery`); else the gate's refusal."""
         verdict = lint_gate(path, before, after)
         imports = answer_imports(answer, after) if answer is not None and not verdict.ok else []
         if imports:
             recovered = insert_imports(after, imports)
             if lint_gate(path, before, recovered).ok:
-                self.view.gate_log.append(GateResult("edit_recovery", True, "added the answer's imports: "
-                                                     + "; ".join(imports)))  # fmt: skip
+                notes.append(GateResult("edit_recovery", True, "added the answer's imports: " + "; ".join(imports)))
                 return recovered
-        self._gate(verdict)
+        _gate(verdict, notes)
         return after
-
-    def _gate(self, result: GateResult) -> None:
-        if not result.ok:
-            self.view.gate_log.append(result)
-            raise GateFailure(result.reason)
 
     def _text(self, path: str) -> str:
         try:
             return (self.view.workspace.root / path).read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{path} is not valid UTF-8; editing refused") from exc
+
+
+def _gate(result: GateResult, notes: list[GateResult]) -> None:
+    """Refuse the edit when the gate did: the refusal carries the notes taken so far and the gate's verdict."""
+    if not result.ok:
+        raise GateFailure(result.reason, (*notes, result))
 
 
 def replace_once(entity: Entity, old: str, search: str, replace: str) -> str:

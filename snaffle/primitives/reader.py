@@ -19,7 +19,6 @@ from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
 from snaffle.index.selectors import SelectorError
 from snaffle.tools import ToolFailure
-from snaffle.types import GateResult
 from snaffle.workspace import Workspace, git
 
 WINDOW_LINES = 100
@@ -39,12 +38,11 @@ Kind = Literal["any", "class", "function", "method"]
 
 @dataclass
 class RepoView:
-    """What the primitives share: the workspace, its index, the entities shown so far, gate notes to log."""
+    """What the primitives share: the workspace, its index, the entities shown so far, the edits made."""
 
     workspace: Workspace
     index: RepoIndex
     shown: set[str] = field(default_factory=set)
-    gate_log: list[GateResult] = field(default_factory=list)
     edits: int = 0
 
     def entity(self, selector: str) -> Entity:
