@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,30 +14,7 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task, Usage
-from tests.conftest import CALC_ISSUE, git
-
-Start = Callable[[list[dict[str, Any]]], ScriptedServer]
-
-FIX_SCRIPT: list[dict[str, Any]] = [
-    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
-    {"tool_calls": [{"name": "str_replace_editor", "arguments": {"command": "view", "path": "calc/__init__.py"}}]},
-    {
-        "content": "The add function subtracts; fixing it.",
-        "tool_calls": [
-            {
-                "name": "str_replace_editor",
-                "arguments": {
-                    "command": "str_replace",
-                    "path": "calc/__init__.py",
-                    "old_str": "return a - b",
-                    "new_str": "return a + b",
-                },
-            }
-        ],
-    },
-    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
-    {"content": "The tests pass now.\nDONE"},
-]
+from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash, git, repo_tests_pass
 
 
 def text_protocol(script: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -62,11 +37,6 @@ def run(
     model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol)
     config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer)
     return solve(Task(repo=repo, issue=CALC_ISSUE), config)
-
-
-def repo_tests_pass(repo: Path) -> bool:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo)
-    return proc.returncode == 0
 
 
 @pytest.mark.parametrize("protocol", ["native", "text"])
@@ -125,10 +95,6 @@ def test_model_call_lines_carry_usage_and_cumulative(calc_repo: Path, scripted: 
 
 
 BASH_LS = {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}
-
-
-def bash(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
 
 
 def statuses(out: Path) -> tuple[str, int]:

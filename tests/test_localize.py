@@ -14,7 +14,7 @@ from snaffle.agentless.localize import Localizer, Signals, Weights, imported_mod
 from snaffle.agentless.sbfl import ochiai, sbfl_scores
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
-from tests.conftest import make_repo
+from tests.helpers import make_repo
 
 FILES: dict[str, str | bytes] = {
     "shop/__init__.py": "",
