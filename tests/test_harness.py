@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from snaffle.model.client import ModelConfig
+from snaffle.model.client import ModelConfig, Sleep
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
@@ -33,8 +34,9 @@ def run(
     limits: Limits | None = None,
     protocol: str = "native",
     pricer: Callable[[str, Usage], float] = zero_pricer,
+    retry_sleep: Sleep = time.sleep,
 ) -> Attempt:
-    model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol)
+    model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol, retry_sleep=retry_sleep)
     config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer)
     return solve(Task(repo=repo, issue=CALC_ISSUE), config)
 
@@ -138,11 +140,13 @@ def test_retries_on_429_and_500_then_succeed(calc_repo: Path, scripted: Start, t
         {"content": "DONE"},
         {"content": "DONE"},
     ])  # fmt: skip
-    attempt = run(calc_repo, server, tmp_path / "run")
+    slept: list[float] = []
+    attempt = run(calc_repo, server, tmp_path / "run", retry_sleep=slept.append)
     assert attempt.exit_status == "submitted"
     retries = list(read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("retry"))
     assert [r["attempt"] for r in retries] == [1, 2]
     assert all(1.0 <= r["wait_s"] <= 12.0 for r in retries)
+    assert slept == pytest.approx([r["wait_s"] for r in retries], abs=1e-3)
 
 
 def test_retries_stop_at_the_wall_clock_cap(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
