@@ -107,7 +107,7 @@ HELLO = [{"role": "user", "content": "hi"}]
 
 def backoff_bound(attempt: int) -> float:
     """The longest wait the schedule allows after failed attempt `attempt`: exponential from the floor, capped."""
-    return min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2 ** (attempt - 1))
+    return min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2.0 ** (attempt - 1))
 
 
 def recording_model(base_url: str, hooked: list[tuple[int, float]], slept: list[float]) -> OpenAIModel:
