@@ -1,69 +1,15 @@
-"""Shared fixtures: small git repositories with planted bugs, and the scripted model server."""
+"""Shared fixtures: the calc repo with its planted bug, the scripted model server, and the trace tests' runs."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from snaffle.testing import ScriptedServer
-
-GIT_ENV = [
-    "-c",
-    "user.email=test@snaffle.invalid",
-    "-c",
-    "user.name=snaffle-test",
-    "-c",
-    "commit.gpgsign=false",
-]
-
-CALC_SOURCE = '''"""A tiny calculator package."""
-
-
-def add(a, b):
-    """Return the sum of a and b."""
-    return a - b
-
-
-def mul(a, b):
-    return a * b
-'''
-
-CALC_TEST = """from calc import add, mul
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_mul():
-    assert mul(2, 3) == 6
-"""
-
-CALC_ISSUE = "add(2, 3) returns -1 instead of 5. The add function in calc/__init__.py seems to subtract."
-
-
-def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *GIT_ENV, *args], cwd=repo, capture_output=True, text=True, check=True)
-    return proc.stdout
-
-
-def make_repo(root: Path, files: dict[str, str | bytes]) -> Path:
-    """A committed git repository holding `files`."""
-    root.mkdir(parents=True, exist_ok=True)
-    git(root, "init", "-q", "-b", "main")
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    return root
+from tests.helpers import CALC_SOURCE, CALC_TEST, make_repo
+from tests.trace_scenarios import make_runs
 
 
 @pytest.fixture
@@ -87,3 +33,15 @@ def scripted() -> Iterator[Callable[..., ScriptedServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def trace_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> run dir for every trace scenario, plus `torn`; made once per session under pytest's base temp dir."""
+    return make_runs(tmp_path_factory.getbasetemp() / "trace-runs")
+
+
+@pytest.fixture(scope="session")
+def gold_file(trace_runs: dict[str, Path]) -> Path:
+    """The clean run's patch is the gold patch (it fixes add)."""
+    return trace_runs["clean"] / "patch.diff"

@@ -7,7 +7,6 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,10 @@ from snaffle.swebench.batch import BatchConfig, run_batch
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.progress import LineProgress
 from snaffle.swebench.workspaces import Sources
-from snaffle.testing import ScriptedServer
 from snaffle.trajectory import FORMAT, read_trajectory
 from snaffle.types import Limits, Task
-from tests.conftest import CALC_ISSUE
-from tests.test_harness import FIX_SCRIPT
-from tests.test_swebench_support import (
+from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start
+from tests.swebench_helpers import (
     FIX_COMMAND,
     assert_hidden_fields_unseen,
     make_mirror,
@@ -34,7 +31,6 @@ from tests.test_swebench_support import (
     write_jsonl,
 )
 
-Start = Callable[[list[dict[str, Any]]], ScriptedServer]
 EVENT_TYPES = {"header", "model_call", "retry", "tool_call", "gate", "tool_result", "collapse", "compaction", "stage",
                "exit"}  # fmt: skip
 

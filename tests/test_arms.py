@@ -19,8 +19,7 @@ from snaffle.tools import Registry, schema_of
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, Limits, Task
 from snaffle.workspace import Workspace
-from tests.conftest import CALC_ISSUE
-from tests.test_harness import Start
+from tests.helpers import CALC_ISSUE, Start
 
 
 def test_the_table_names_real_prompts_and_tools() -> None:

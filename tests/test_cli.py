@@ -13,8 +13,7 @@ from pathlib import Path
 
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
-from tests.conftest import CALC_ISSUE
-from tests.test_harness import FIX_SCRIPT, Start, bash
+from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash
 
 
 def snaffle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 from snaffle.primitives.editor import Editor
 from snaffle.tools import ToolFailure
 from snaffle.workspace import Workspace
-from tests.conftest import make_repo
+from tests.helpers import make_repo
 
 
 @pytest.fixture

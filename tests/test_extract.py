@@ -133,7 +133,7 @@ def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_pat
     from snaffle.primitives.reader import RepoView
     from snaffle.tools import ToolFailure
     from snaffle.workspace import Workspace
-    from tests.conftest import make_repo
+    from tests.helpers import make_repo
 
     source = (Path(__file__).parents[1] / "snaffle/examples/median/repo/statkit/stats.py").read_text()
     repo = make_repo(tmp_path / "repo", {"statkit/__init__.py": "", "statkit/stats.py": source})

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,36 +11,13 @@ from typing import Any
 import pytest
 
 from snaffle.harness import Loop, LoopConfig
-from snaffle.model.client import ModelConfig, OpenAIModel
+from snaffle.model.client import ModelConfig, OpenAIModel, Sleep
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
 from snaffle.tools import Registry, ToolFailure
 from snaffle.trajectory import TrajectoryWriter, read_trajectory
 from snaffle.types import Attempt, GateResult, Limits, Task, ToolRun, Usage
-from tests.conftest import CALC_ISSUE, git
-
-Start = Callable[[list[dict[str, Any]]], ScriptedServer]
-
-FIX_SCRIPT: list[dict[str, Any]] = [
-    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
-    {"tool_calls": [{"name": "str_replace_editor", "arguments": {"command": "view", "path": "calc/__init__.py"}}]},
-    {
-        "content": "The add function subtracts; fixing it.",
-        "tool_calls": [
-            {
-                "name": "str_replace_editor",
-                "arguments": {
-                    "command": "str_replace",
-                    "path": "calc/__init__.py",
-                    "old_str": "return a - b",
-                    "new_str": "return a + b",
-                },
-            }
-        ],
-    },
-    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
-    {"content": "The tests pass now.\nDONE"},
-]
+from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash, git, repo_tests_pass
 
 
 def text_protocol(script: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -60,15 +36,11 @@ def run(
     limits: Limits | None = None,
     protocol: str = "native",
     pricer: Callable[[str, Usage], float] = zero_pricer,
+    retry_sleep: Sleep = time.sleep,
 ) -> Attempt:
-    model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol)
+    model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol, retry_sleep=retry_sleep)
     config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer)
     return solve(Task(repo=repo, issue=CALC_ISSUE), config)
-
-
-def repo_tests_pass(repo: Path) -> bool:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo)
-    return proc.returncode == 0
 
 
 @pytest.mark.parametrize("protocol", ["native", "text"])
@@ -129,10 +101,6 @@ def test_model_call_lines_carry_usage_and_cumulative(calc_repo: Path, scripted: 
 BASH_LS = {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}
 
 
-def bash(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
-
-
 def statuses(out: Path) -> tuple[str, int]:
     trajectory = read_trajectory(out / "trajectory.jsonl")
     assert trajectory.exit is not None
@@ -174,11 +142,13 @@ def test_retries_on_429_and_500_then_succeed(calc_repo: Path, scripted: Start, t
         {"content": "DONE"},
         {"content": "DONE"},
     ])  # fmt: skip
-    attempt = run(calc_repo, server, tmp_path / "run")
+    slept: list[float] = []
+    attempt = run(calc_repo, server, tmp_path / "run", retry_sleep=slept.append)
     assert attempt.exit_status == "submitted"
     retries = list(read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("retry"))
     assert [r["attempt"] for r in retries] == [1, 2]
     assert all(1.0 <= r["wait_s"] <= 12.0 for r in retries)
+    assert slept == pytest.approx([r["wait_s"] for r in retries], abs=1e-3)
 
 
 def test_retries_stop_at_the_wall_clock_cap(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from snaffle.data import DataError, load
 from snaffle.index.imports import imported_modules
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
-from tests.conftest import make_repo
+from tests.helpers import make_repo
 
 FILES: dict[str, str | bytes] = {
     "shop/__init__.py": "",

@@ -1,18 +1,24 @@
-"""Decoding replies: native tool calls, the text protocol, reasoning, usage, shim headers."""
+"""Decoding replies (native tool calls, the text protocol, reasoning, usage, shim headers) and the retry schedule."""
 
 from __future__ import annotations
 
 import openai
 import pytest
 
+from snaffle.exceptions import ModelError
 from snaffle.model.client import (
+    BACKOFF_MAX_S,
+    BACKOFF_MIN_S,
+    MAX_ATTEMPTS,
     ModelConfig,
+    OpenAIModel,
     decode_reply,
     is_retryable,
     request_body,
     shim_headers,
 )
 from snaffle.model.text_protocol import decode_text_calls
+from snaffle.testing import ScriptedServer
 
 
 def completion(message: dict[str, object], usage: dict[str, object] | None = None) -> dict[str, object]:
@@ -94,3 +100,42 @@ def test_shim_limit_refusals_are_not_retried() -> None:
     assert is_retryable(error(503, ""))
     assert not is_retryable(error(429, "budget_exceeded"))
     assert not is_retryable(error(400, ""))
+
+
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+def backoff_bound(attempt: int) -> float:
+    """The longest wait the schedule allows after failed attempt `attempt`: exponential from the floor, capped."""
+    return min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2.0 ** (attempt - 1))
+
+
+def recording_model(base_url: str, hooked: list[tuple[int, float]], slept: list[float]) -> OpenAIModel:
+    """An OpenAIModel whose retry hook records (attempt, wait) and whose backoff is recorded instead of slept."""
+    config = ModelConfig(base_url=base_url, model="scripted", retry_sleep=slept.append)
+    return OpenAIModel(config, on_retry=lambda attempt, error, wait: hooked.append((attempt, wait)))
+
+
+def test_retries_on_429_and_500_then_succeed_within_the_schedule() -> None:
+    hooked: list[tuple[int, float]] = []
+    slept: list[float] = []
+    script: list[dict[str, object]] = [{"status": 429, "headers": {"retry-after": "0"}}, {"status": 500},
+                                       {"content": "DONE"}]  # fmt: skip
+    with ScriptedServer(script) as server:
+        reply = recording_model(server.base_url, hooked, slept).complete(HELLO, [])
+        assert reply.content == "DONE" and len(server.requests) == 3
+    assert [attempt for attempt, _ in hooked] == [1, 2]
+    assert slept == [wait for _, wait in hooked]
+    assert all(BACKOFF_MIN_S <= wait <= backoff_bound(attempt) for attempt, wait in hooked)
+
+
+def test_retries_stop_after_the_last_attempt_and_each_wait_is_capped() -> None:
+    hooked: list[tuple[int, float]] = []
+    slept: list[float] = []
+    with ScriptedServer([{"status": 503, "repeat": MAX_ATTEMPTS + 2}]) as server:
+        with pytest.raises(ModelError, match="HTTP 503"):
+            recording_model(server.base_url, hooked, slept).complete(HELLO, [])
+        assert len(server.requests) == MAX_ATTEMPTS
+    assert [attempt for attempt, _ in hooked] == list(range(1, MAX_ATTEMPTS))
+    assert slept == [wait for _, wait in hooked]
+    assert all(BACKOFF_MIN_S <= wait <= backoff_bound(attempt) <= BACKOFF_MAX_S for attempt, wait in hooked)

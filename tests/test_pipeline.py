@@ -19,8 +19,7 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from tests.conftest import CALC_SOURCE, CALC_TEST, make_repo
-from tests.test_harness import Start, repo_tests_pass
+from tests.helpers import CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass
 
 DONE = {"content": "DONE"}
 

@@ -13,7 +13,7 @@ from snaffle.primitives.reader import Reader, RepoView, symbol_rank
 from snaffle.tools import ToolFailure
 from snaffle.types import Mechanisms
 from snaffle.workspace import Workspace
-from tests.conftest import make_repo
+from tests.helpers import make_repo
 
 SHAPES = (
     '''"""Shapes and their areas."""

@@ -11,8 +11,7 @@ from snaffle.agentless.config import PipelineConfig
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.types import Limits, Task
-from tests.conftest import CALC_ISSUE
-from tests.test_pipeline import Start
+from tests.helpers import CALC_ISSUE, Start
 
 
 def test_an_override_replaces_only_its_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,8 +11,7 @@ from snaffle.observations import PolicyConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Limits, Task
-from tests.conftest import CALC_ISSUE
-from tests.test_harness import Start, repo_tests_pass
+from tests.helpers import CALC_ISSUE, Start, repo_tests_pass
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from snaffle.swebench.grade import GradeConfig, grade
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.specs import EnvSpec, EnvUnavailable
 from snaffle.swebench.workspaces import Sources
-from tests.conftest import git
-from tests.test_swebench_support import instance, make_mirror, write_jsonl
+from tests.helpers import git
+from tests.swebench_helpers import instance, make_mirror, write_jsonl
 
 swebench_constants = pytest.importorskip("swebench.harness.constants")
 if not hasattr(swebench_constants, "MAP_REPO_VERSION_TO_SPECS"):

@@ -10,7 +10,7 @@ import pytest
 
 from snaffle.exceptions import UserError
 from snaffle.swebench.instances import HIDDEN, load_instances, parse_slice, select
-from tests.test_swebench_support import SENTINELS, instance, write_jsonl
+from tests.swebench_helpers import SENTINELS, instance, write_jsonl
 
 
 def rows(n: int) -> list[dict[str, object]]:

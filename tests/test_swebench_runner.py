@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from snaffle.swebench.workspaces import Sources
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Limits
-from tests.test_swebench_support import (
+from tests.helpers import Start
+from tests.swebench_helpers import (
     ONE_SHOT_FIX,
     assert_hidden_fields_unseen,
     instance,
@@ -35,7 +35,6 @@ from tests.test_swebench_support import (
     write_jsonl,
 )
 
-Start = Callable[[list[dict[str, Any]]], ScriptedServer]
 HAS_SHIM = (Path(__file__).parents[1] / "snaffle" / "shim" / "server.py").is_file()
 
 

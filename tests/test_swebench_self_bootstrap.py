@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from snaffle.testing import ScriptedServer
-from tests.conftest import git
+from tests.helpers import git
 
 Start = Callable[[list[dict[str, Any]]], ScriptedServer]
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from snaffle.swebench.workspaces import (
     find_git_dir,
     prepare_checkout,
 )
-from tests.conftest import git, make_repo
-from tests.test_swebench_support import make_mirror
+from tests.helpers import git, make_repo
+from tests.swebench_helpers import make_mirror
 
 
 def test_bare_and_non_bare_mirrors(tmp_path: Path) -> None:

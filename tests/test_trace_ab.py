@@ -11,9 +11,6 @@ from snaffle.trace.ab import BOOTSTRAP_RESAMPLES, bootstrap_difference, compare
 from snaffle.trace.analysis import analyze
 from snaffle.trace.cli import main
 from snaffle.trace.runs import load_runs
-from tests.test_trace_fixtures import gold_file, trace_runs
-
-__all__ = ["gold_file", "trace_runs"]
 
 Runs = dict[str, Path]
 ARM_A = {"i1": "clean", "i2": "redundant_test_runs", "i3": "looping", "i4": "clean"}

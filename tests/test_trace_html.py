@@ -14,9 +14,6 @@ from snaffle.trace.analysis import analyze
 from snaffle.trace.cli import main
 from snaffle.trace.html import cumulative_dollars, report, svg_plot
 from snaffle.trace.runs import load_gold, load_runs
-from tests.test_trace_fixtures import gold_file, trace_runs
-
-__all__ = ["gold_file", "trace_runs"]
 
 Runs = dict[str, Path]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

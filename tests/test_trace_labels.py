@@ -16,9 +16,7 @@ from snaffle.trace.labels import label
 from snaffle.trace.locate import LocationCheck, entities, git_source, hunks
 from snaffle.trace.runs import load_gold, load_runs
 from snaffle.trace.stats import AttemptStats, attempt_stats
-from tests.test_trace_fixtures import SCENARIOS, gold_file, trace_runs
-
-__all__ = ["gold_file", "trace_runs"]
+from tests.trace_scenarios import SCENARIOS
 
 Runs = dict[str, Path]
 WITH_GOLD = {"test_file_edits": {"wrong_location"}}

@@ -15,10 +15,8 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.trace.cli import main
 from snaffle.trace.show import Tail, window
 from snaffle.types import Limits, Task
-from tests.conftest import CALC_ISSUE
-from tests.test_trace_fixtures import CLEAN, PYTEST, trace_runs
-
-__all__ = ["trace_runs"]
+from tests.helpers import CALC_ISSUE
+from tests.trace_scenarios import CLEAN, PYTEST
 
 Runs = dict[str, Path]
 

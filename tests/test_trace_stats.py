@@ -11,9 +11,6 @@ from snaffle.trace.cli import main
 from snaffle.trace.runs import load_report, load_run, load_runs
 from snaffle.trace.stats import AttemptStats, attempt_stats, patch_lines, summarize
 from snaffle.trajectory import read_trajectory
-from tests.test_trace_fixtures import trace_runs
-
-__all__ = ["trace_runs"]
 
 Runs = dict[str, Path]
 

@@ -34,6 +34,8 @@ PREFLIGHT_TIMEOUT_S = 5.0
 
 RetryHook = Callable[[int, str, float], None]
 """Called before each retry sleep with (attempt number, error text, seconds to wait)."""
+Sleep = Callable[[float], None]
+"""Waits out one retry's backoff: `time.sleep`, or a no-op where the schedule is checked but not slept through."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class ModelConfig:
     max_output_tokens: int | None = None
     tool_protocol: str = "native"
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    retry_sleep: Sleep = time.sleep
 
 
 class OpenAIModel:
@@ -77,6 +80,7 @@ class OpenAIModel:
             wait=wait_random_exponential(multiplier=BACKOFF_MIN_S, min=BACKOFF_MIN_S, max=BACKOFF_MAX_S),
             stop=self._should_stop,
             before_sleep=self._before_sleep,
+            sleep=self.config.retry_sleep,
             reraise=True,
         )
         import openai

@@ -1,7 +1,4 @@
-"""Shared helpers for the SWE-bench tests: a mirror directory of small git repos and instances over it.
-
-(No tests here; the name only lets the file sit beside the tests it serves.)
-"""
+"""Shared helpers for the SWE-bench tests: a mirror directory of small git repos and instances over it."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import CALC_SOURCE, CALC_TEST, git, make_repo
+from tests.helpers import CALC_SOURCE, CALC_TEST, git, make_repo
 
 SENTINELS = ("GOLD-PATCH-SENTINEL-7f3a", "TEST-PATCH-SENTINEL-91c2", "F2P-SENTINEL-5d0e", "P2P-SENTINEL-a4b8")
 FIX_COMMAND = "grep -rl 'return a - b' --include=*.py . | xargs sed -i 's/return a - b/return a + b/'"

@@ -1,0 +1,101 @@
+"""Shared test helpers: the planted-bug calc repo, git with a fixed identity, and the scripted loop's fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from snaffle.testing import ScriptedServer
+
+Start = Callable[[list[dict[str, Any]]], ScriptedServer]
+"""The `scripted` fixture: starts a scripted model server, stopped at the end of the test."""
+
+GIT_ENV = [
+    "-c",
+    "user.email=test@snaffle.invalid",
+    "-c",
+    "user.name=snaffle-test",
+    "-c",
+    "commit.gpgsign=false",
+]
+
+CALC_SOURCE = '''"""A tiny calculator package."""
+
+
+def add(a, b):
+    """Return the sum of a and b."""
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+'''
+
+CALC_TEST = """from calc import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+"""
+
+CALC_ISSUE = "add(2, 3) returns -1 instead of 5. The add function in calc/__init__.py seems to subtract."
+
+FIX_SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
+    {"tool_calls": [{"name": "str_replace_editor", "arguments": {"command": "view", "path": "calc/__init__.py"}}]},
+    {
+        "content": "The add function subtracts; fixing it.",
+        "tool_calls": [
+            {
+                "name": "str_replace_editor",
+                "arguments": {
+                    "command": "str_replace",
+                    "path": "calc/__init__.py",
+                    "old_str": "return a - b",
+                    "new_str": "return a + b",
+                },
+            }
+        ],
+    },
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests"}}]},
+    {"content": "The tests pass now.\nDONE"},
+]
+"""The minimal arm's fix of the calc repo: run the tests, view, fix, run the tests, DONE."""
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *GIT_ENV, *args], cwd=repo, capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def make_repo(root: Path, files: dict[str, str | bytes]) -> Path:
+    """A committed git repository holding `files`."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+def bash(command: str) -> dict[str, Any]:
+    """A scripted reply making one bash call."""
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+def repo_tests_pass(repo: Path) -> bool:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo)
+    return proc.returncode == 0
