@@ -159,6 +159,15 @@ def test_what_the_writers_write_is_accepted(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_arguments_are_the_tools_business(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """Inside a valid call's arguments anything goes; the readers look at what they know and skip the rest."""
+    odd = {**TOOL_CALL, "name": "str_replace_editor", "arguments": {"command": ["view"], "path": {"x": 1}}}
+    run = write_run(tmp_path / "run", with_line(3, line(odd)))
+    assert main(commands(run, tmp_path)[command]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_a_bad_result_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path / "run", "\n".join(good_lines()) + "\n")
     (run / "result.json").write_text(json.dumps({"instance_id": "x", "totals": []}))
@@ -243,14 +252,15 @@ BAD_PREDICTIONS: tuple[tuple[str, bytes, tuple[str, ...]], ...] = (
     ("invalid JSON list", b'[{"instance_id": "a",\n "model_patch": }]', (":2:", "not valid JSON")),
     ("a single invalid line", b"{nope", (":1:", "not valid JSON")),
     ("binary", bytes(range(256)) * 8, ("a binary file",)),
-    ("a list line", b"[1, 2]\n", (":1:", "JSON object")),
-    ("a number in a list", b'[{"instance_id": "a", "model_patch": ""}, 3]', ("[1]", "JSON object", "a number")),
+    ("a list line", f"{line(PREDICTION)}\n[1, 2]\n".encode(), (":2:", "JSON object", "got [1, 2]")),
+    ("a list of numbers", b"[1, 2]\n", ("[0]", "JSON object", "got 1")),
+    ("a number in a list", b'[{"instance_id": "a", "model_patch": ""}, 3]', ("[1]", "JSON object", "got 3")),
     ("a top-level object", b'{"acme__calc-1": "diff"}\n', (":1:", '"instance_id"')),
     ("no instance_id", line({"model_patch": "d"}).encode() + b"\n", (":1:", '"instance_id"')),
     ("instance_id a number", line({**PREDICTION, "instance_id": 7}).encode() + b"\n", (":1:", '"instance_id"')),
     ("no model_patch", line({"instance_id": "a"}).encode() + b"\n", (":1:", '"model_patch"')),
     ("model_patch a number", line({**PREDICTION, "model_patch": 5}).encode() + b"\n", (":1:", '"model_patch"')),
-    ("an id twice", (line(PREDICTION) + "\n") .encode() * 2, (":2:", "acme__calc-1", "twice", "line 1")),
+    ("an id twice", (line(PREDICTION) + "\n") .encode() * 2, (":2:", "acme__calc-1", "twice", "preds.jsonl:1)")),
     ("an empty file", b"", ("no predictions",)),
     ("a list of none", b"[]", ("no predictions",)),
 )  # fmt: skip
@@ -281,9 +291,9 @@ BAD_INSTANCES: tuple[tuple[str, bytes, tuple[str, ...]], ...] = (
      (":3:", "not JSON")),
     ("a list line", f"{line(instance_row())}\n[1]\n".encode(), (":2:", "JSON object")),
     ("binary", bytes(range(256)) * 8, ("cannot read instances",)),
-    ("a test list not JSON", line({**instance_row(), "FAIL_TO_PASS": "[nope"}).encode(), ("[0]", "FAIL_TO_PASS")),
-    ("a test list a number", line({**instance_row(), "PASS_TO_PASS": 5}).encode(), ("[0]", "PASS_TO_PASS")),
-    ("a patch a number", line({**instance_row(), "patch": 5}).encode(), ("[0]", '"patch"')),
+    ("a test list not JSON", line({**instance_row(), "FAIL_TO_PASS": "[nope"}).encode(), (":1:", "FAIL_TO_PASS")),
+    ("a test list a number", line({**instance_row(), "PASS_TO_PASS": 5}).encode(), (":1:", "PASS_TO_PASS")),
+    ("a patch a number", line({**instance_row(), "patch": 5}).encode(), (":1:", "'patch'")),
     ("a truncated gzip", gzip.compress(line(instance_row()).encode() * 50)[:-20], ("cannot read instances",)),
 )  # fmt: skip
 
