@@ -18,10 +18,26 @@ from snaffle.swebench.outputs import prediction_patches
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = {"instance_id": "x", "repo": "/nowhere", "issue": "add subtracts"}
-HEADER = {"type": "header", "seq": 0, "t": 1.0, "format": "snaffle-trajectory/1", "arm": "minimal", "model": "m",
-          "task": TASK, "caps": {"max_turns": 5}}  # fmt: skip
-CALL = {"type": "model_call", "seq": 1, "t": 2.0, "turn": 1, "usage": {"prompt_tokens": 10, "dollars": 0.0},
-        "latency_s": 0.1, "response": {"content": "looking"}, "cumulative": {"dollars": 0.0}}  # fmt: skip
+HEADER = {
+    "type": "header",
+    "seq": 0,
+    "t": 1.0,
+    "format": "snaffle-trajectory/1",
+    "arm": "minimal",
+    "model": "m",
+    "task": TASK,
+    "caps": {"max_turns": 5},
+}
+CALL = {
+    "type": "model_call",
+    "seq": 1,
+    "t": 2.0,
+    "turn": 1,
+    "usage": {"prompt_tokens": 10, "dollars": 0.0},
+    "latency_s": 0.1,
+    "response": {"content": "looking"},
+    "cumulative": {"dollars": 0.0},
+}
 TOOL_CALL = {"type": "tool_call", "turn": 1, "id": "c1", "name": "bash", "arguments": {"command": "ls"}, "valid": True}
 RESULT = {"type": "tool_result", "turn": 1, "call_id": "c1", "name": "bash", "output": "a.py", "ok": True}
 EXIT = {"type": "exit", "seq": 5, "t": 3.0, "status": "submitted", "message": "done", "patch": "", "totals": {}}
@@ -86,8 +102,11 @@ BAD_TRAJECTORIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("a number line", with_line(4, "3"), (f"{FILE}:4:", "JSON object", "a number")),
     ("a list header", with_line(1, "[]"), (f"{FILE}:1:", "JSON object")),
     ("a line without a type", with_line(3, '{"seq": 2}'), (f"{FILE}:3:", '"type"')),
-    ("turn not an integer", with_line(2, line({**CALL, "turn": "abc"})),
-     (f"{FILE}:2:", "model_call", '"turn"', "a string")),
+    (
+        "turn not an integer",
+        with_line(2, line({**CALL, "turn": "abc"})),
+        (f"{FILE}:2:", "model_call", '"turn"', "a string"),
+    ),
     ("usage a list", with_line(2, line({**CALL, "usage": []})), (f"{FILE}:2:", '"usage"', "a list", "an object")),
     ("dollars a string", with_line(2, line({**CALL, "usage": {"dollars": "1"}})), (f"{FILE}:2:", '"usage.dollars"')),
     ("latency a string", with_line(2, line({**CALL, "latency_s": "slow"})), (f"{FILE}:2:", '"latency_s"')),
@@ -98,15 +117,18 @@ BAD_TRAJECTORIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("a total a string", with_line(5, line({**EXIT, "totals": {"dollars": "x"}})), (f"{FILE}:5:", "totals.dollars")),
     ("task a string", with_line(1, line({**HEADER, "task": "x"})), (f"{FILE}:1:", "header", '"task"')),
     ("a cap a string", with_line(1, line({**HEADER, "caps": {"max_turns": "5"}})), (f"{FILE}:1:", "caps.max_turns")),
-    ("another format", with_line(1, line({**HEADER, "format": "snaffle-trajectory/99"})),
-     (f"{FILE}:1:", "unsupported trajectory format snaffle-trajectory/99 (this snaffle reads snaffle-trajectory/1)")),
+    (
+        "another format",
+        with_line(1, line({**HEADER, "format": "snaffle-trajectory/99"})),
+        (f"{FILE}:1:", "unsupported trajectory format snaffle-trajectory/99 (this snaffle reads snaffle-trajectory/1)"),
+    ),
     ("no format", with_line(1, line({k: v for k, v in HEADER.items() if k != "format"})), (f"{FILE}:1:", "format")),
     ("no header", "\n".join(good_lines()[1:]) + "\n", (f"{FILE}:1:", "no header")),
     ("an empty file", "", (FILE, "empty")),
     ("only blank lines", "\n\n  \n", (FILE, "empty")),
     ("a torn middle line", with_line(3, '{"type": "tool_ca'), (f"{FILE}:3:", "corrupt")),
     ("a bad line after a blank one", line(HEADER) + "\n\n" + "[1]\n", (f"{FILE}:3:", "JSON object")),
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -176,8 +198,14 @@ def test_a_bad_result_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     refused(capsys, ["trace", "stats", str(run)], str(run / "result.json"), "JSON object")
 
 
-FOLLOWED = ("a list line", "turn not an integer", "arguments a string", "another format", "no header",
-            "a torn middle line")  # fmt: skip
+FOLLOWED = (
+    "a list line",
+    "turn not an integer",
+    "arguments a string",
+    "another format",
+    "no header",
+    "a torn middle line",
+)
 
 
 @pytest.mark.parametrize(
@@ -199,9 +227,13 @@ def test_show_reads_a_trajectory_of_any_name(tmp_path: Path, capsys: pytest.Capt
 
 @pytest.mark.parametrize(
     ("report", "needle"),
-    [("[1]", "JSON object"), ('{"resolved_ids": 3}', "resolved_ids"), ('{"resolved_ids": [], "error_ids": 1}',
-     "error_ids"), ("\x00\x01", "report")],
-)  # fmt: skip
+    [
+        ("[1]", "JSON object"),
+        ('{"resolved_ids": 3}', "resolved_ids"),
+        ('{"resolved_ids": [], "error_ids": 1}', "error_ids"),
+        ("\x00\x01", "report"),
+    ],
+)
 def test_a_bad_report_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], report: str, needle: str) -> None:
     run = write_run(tmp_path / "run", "\n".join(good_lines()) + "\n")
     (tmp_path / "report.json").write_text(report)
@@ -211,9 +243,12 @@ def test_a_bad_report_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize(
     ("gold", "needle"),
-    [('[{"patch": "diff"}]', "instance_id"), ('[{"instance_id": "x", "patch": 5}]', "patch"),
-     ('{"instance_id": "x", "patch": "d"}\n[2]\n', "JSON object")],
-)  # fmt: skip
+    [
+        ('[{"patch": "diff"}]', "instance_id"),
+        ('[{"instance_id": "x", "patch": 5}]', "patch"),
+        ('{"instance_id": "x", "patch": "d"}\n[2]\n', "JSON object"),
+    ],
+)
 def test_bad_gold_patches_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], gold: str, needle: str
 ) -> None:
@@ -225,8 +260,9 @@ def test_bad_gold_patches_are_one_line(
 def test_the_real_cli_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     run = write_run(tmp_path / "bad", with_line(2, "[1, 2]"))
     code = "import sys; from snaffle.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "trace", "stats", str(run)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "trace", "stats", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and f"{FILE}:2:" in proc.stderr
 
@@ -242,8 +278,18 @@ def grade(tmp_path: Path, predictions: Path, instances: Path | None = None) -> l
     if instances is None:
         instances = tmp_path / "instances.jsonl"
         instances.write_text(json.dumps(instance_row()) + "\n")
-    return ["swebench", "grade", "--instances", str(instances), "--predictions", str(predictions),
-            "--out", str(tmp_path / "graded"), "--grader", "local"]  # fmt: skip
+    return [
+        "swebench",
+        "grade",
+        "--instances",
+        str(instances),
+        "--predictions",
+        str(predictions),
+        "--out",
+        str(tmp_path / "graded"),
+        "--grader",
+        "local",
+    ]
 
 
 PREDICTION = {"instance_id": "acme__calc-1", "model_name_or_path": "m", "model_patch": "diff --git a/x b/x\n"}
@@ -260,10 +306,10 @@ BAD_PREDICTIONS: tuple[tuple[str, bytes, tuple[str, ...]], ...] = (
     ("instance_id a number", line({**PREDICTION, "instance_id": 7}).encode() + b"\n", (":1:", '"instance_id"')),
     ("no model_patch", line({"instance_id": "a"}).encode() + b"\n", (":1:", '"model_patch"')),
     ("model_patch a number", line({**PREDICTION, "model_patch": 5}).encode() + b"\n", (":1:", '"model_patch"')),
-    ("an id twice", (line(PREDICTION) + "\n") .encode() * 2, (":2:", "acme__calc-1", "twice", "preds.jsonl:1)")),
+    ("an id twice", (line(PREDICTION) + "\n").encode() * 2, (":2:", "acme__calc-1", "twice", "preds.jsonl:1)")),
     ("an empty file", b"", ("no predictions",)),
     ("a list of none", b"[]", ("no predictions",)),
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize(("case", "data", "needles"), BAD_PREDICTIONS, ids=[c[0] for c in BAD_PREDICTIONS])
@@ -287,15 +333,18 @@ def test_predictions_read_back(tmp_path: Path) -> None:
 
 
 BAD_INSTANCES: tuple[tuple[str, bytes, tuple[str, ...]], ...] = (
-    ("invalid JSON line 3", f"{line(instance_row('a'))}\n{line(instance_row('b'))}\n{{nope\n".encode(),
-     (":3:", "not JSON")),
+    (
+        "invalid JSON line 3",
+        f"{line(instance_row('a'))}\n{line(instance_row('b'))}\n{{nope\n".encode(),
+        (":3:", "not JSON"),
+    ),
     ("a list line", f"{line(instance_row())}\n[1]\n".encode(), (":2:", "JSON object")),
     ("binary", bytes(range(256)) * 8, ("cannot read instances",)),
     ("a test list not JSON", line({**instance_row(), "FAIL_TO_PASS": "[nope"}).encode(), (":1:", "FAIL_TO_PASS")),
     ("a test list a number", line({**instance_row(), "PASS_TO_PASS": 5}).encode(), (":1:", "PASS_TO_PASS")),
     ("a patch a number", line({**instance_row(), "patch": 5}).encode(), (":1:", "'patch'")),
     ("a truncated gzip", gzip.compress(line(instance_row()).encode() * 50)[:-20], ("cannot read instances",)),
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize(("case", "data", "needles"), BAD_INSTANCES, ids=[c[0] for c in BAD_INSTANCES])

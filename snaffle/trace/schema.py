@@ -48,10 +48,26 @@ COUNTS = ("turns", "elapsed_s", "tool_calls", "rejected_calls", "malformed_turns
 TOTALS: Fields = {**USAGE, **dict.fromkeys(COUNTS, NUMBER)}
 EVERY_EVENT: Fields = {"type": TEXT, "seq": INTEGER, "t": NUMBER, "turn": INTEGER}
 EVENTS: Mapping[str, Fields] = {
-    "header": {"format": TEXT, "snaffle_version": TEXT, "task": OBJECT, "arm": TEXT, "model": TEXT, "caps": OBJECT,
-               "fixed_context_tokens": NUMBER, "config": OBJECT},
-    "model_call": {"messages_delta": LIST, "n_messages": INTEGER, "prompt_estimate": NUMBER, "response": OBJECT,
-                   "usage": OBJECT, "latency_s": NUMBER, "cumulative": OBJECT, "shim": OBJECT},
+    "header": {
+        "format": TEXT,
+        "snaffle_version": TEXT,
+        "task": OBJECT,
+        "arm": TEXT,
+        "model": TEXT,
+        "caps": OBJECT,
+        "fixed_context_tokens": NUMBER,
+        "config": OBJECT,
+    },
+    "model_call": {
+        "messages_delta": LIST,
+        "n_messages": INTEGER,
+        "prompt_estimate": NUMBER,
+        "response": OBJECT,
+        "usage": OBJECT,
+        "latency_s": NUMBER,
+        "cumulative": OBJECT,
+        "shim": OBJECT,
+    },
     "retry": {"attempt": INTEGER, "error": TEXT, "wait_s": NUMBER},
     "tool_call": {"id": TEXT, "name": TEXT, "arguments": ARGUMENTS, "valid": FLAG, "error": TEXT},
     "gate": {"call_id": TEXT, "gate": TEXT, "ok": FLAG, "reason": TEXT},
@@ -60,19 +76,31 @@ EVENTS: Mapping[str, Fields] = {
     "compaction": {"before_tokens": NUMBER, "after_tokens": NUMBER, "summary": TEXT},
     "stage": {"stage": TEXT, "decision": TEXT},
     "exit": {"status": TEXT, "message": TEXT, "patch": TEXT, "totals": OBJECT},
-}  # fmt: skip
+}
 """Each event type's fields and their kinds (docs/trajectory.md), besides EVERY_EVENT's."""
 NESTED: Mapping[str, Mapping[str, Fields]] = {
-    "header": {"task": {"instance_id": TEXT, "repo": TEXT, "issue": TEXT},
-               "caps": dict.fromkeys(("max_turns", "max_tokens", "max_dollars", "timeout_s"), NUMBER)},
-    "model_call": {"response": {"content": TEXT, "reasoning_content": TEXT, "tool_calls": LIST}, "usage": USAGE,
-                   "cumulative": {**USAGE, "turns": INTEGER}},
+    "header": {
+        "task": {"instance_id": TEXT, "repo": TEXT, "issue": TEXT},
+        "caps": dict.fromkeys(("max_turns", "max_tokens", "max_dollars", "timeout_s"), NUMBER),
+    },
+    "model_call": {
+        "response": {"content": TEXT, "reasoning_content": TEXT, "tool_calls": LIST},
+        "usage": USAGE,
+        "cumulative": {**USAGE, "turns": INTEGER},
+    },
     "exit": {"totals": TOTALS},
-}  # fmt: skip
+}
 """The fields of an event's object-valued fields, by event type and field."""
 _FIELDS: Mapping[str, Fields] = {kind: {**EVERY_EVENT, **fields} for kind, fields in EVENTS.items()}
-RESULT: Fields = {"instance_id": TEXT, "arm": TEXT, "model": TEXT, "exit_status": TEXT, "totals": OBJECT,
-                  "shim": OBJECT, "resolved": FLAG}  # fmt: skip
+RESULT: Fields = {
+    "instance_id": TEXT,
+    "arm": TEXT,
+    "model": TEXT,
+    "exit_status": TEXT,
+    "totals": OBJECT,
+    "shim": OBJECT,
+    "resolved": FLAG,
+}
 RESULT_NESTED: Mapping[str, Fields] = {"totals": TOTALS}
 
 
