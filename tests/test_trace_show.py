@@ -107,7 +107,7 @@ def test_follow_renders_a_file_the_loop_is_still_writing(
 
 def test_tail_waits_for_a_partial_line(tmp_path: Path) -> None:
     path = tmp_path / "trajectory.jsonl"
-    path.write_text('{"type": "header", "seq": 0}\n{"type": "model_call", "tur')
+    path.write_text('{"type": "header", "seq": 0, "format": "snaffle-trajectory/1"}\n{"type": "model_call", "tur')
     tail = Tail(path, poll_s=0.01, idle_timeout_s=0.2)
     events = list(tail.events())
     assert [e["type"] for e in events] == ["header"] and tail.torn

@@ -64,8 +64,8 @@ class Graded:
 
 def grade(config: GradeConfig) -> dict[str, Any]:
     """Grade every selected instance that has a prediction; write and return the run report."""
-    config.out.mkdir(parents=True, exist_ok=True)
     submitted = load_predictions(config)
+    config.out.mkdir(parents=True, exist_ok=True)
     if choose_grader(config.grader) == "docker":
         return grade_with_docker(config, submitted)
     prefix = isolation_prefix(config.isolate_network)
@@ -82,8 +82,7 @@ def load_predictions(config: GradeConfig) -> dict[str, str]:
         return {i.instance_id: i.patch for i in config.instances}
     if not config.predictions.is_file():
         raise UserError(f"predictions file not found: {config.predictions}")
-    rows = outputs.read_predictions(config.predictions)
-    return {key: str(row.get("model_patch") or "") for key, row in rows.items()}
+    return outputs.prediction_patches(config.predictions)
 
 
 def choose_grader(grader: str) -> str:

@@ -10,6 +10,7 @@ import gzip
 import json
 import random
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from snaffle.exceptions import UserError
 from snaffle.types import Task
 
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement")
+TEXTS = ("patch", "test_patch", "environment_setup_commit")
+"""Optional fields that, when present, are strings."""
 HIDDEN = ("patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
 """Fields the harness never shows a model."""
 
@@ -60,8 +63,7 @@ class Instance:
 
 def load_instances(path: Path) -> tuple[Instance, ...]:
     """Read a JSON list or JSON lines (optionally .gz) of SWE-bench instances; ids must be unique."""
-    rows = read_rows(path)
-    instances = tuple(parse_instance(row, f"{path}[{n}]") for n, row in enumerate(rows))
+    instances = tuple(parse_instance(row, where) for where, row in read_rows(path))
     seen: set[str] = set()
     for instance in instances:
         if instance.instance_id in seen:
@@ -70,29 +72,46 @@ def load_instances(path: Path) -> tuple[Instance, ...]:
     return instances
 
 
-def read_rows(path: Path) -> list[Mapping[str, Any]]:
+def read_rows(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each row with where it is (`FILE:LINE` in JSON lines, `FILE[INDEX]` in a JSON list)."""
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read instances from {path} ({exc}); pass a SWE-bench .json or .jsonl file") from exc
-    stripped = text.lstrip()
+    rows = _json_list(path, text) if text.lstrip().startswith("[") else _json_lines(path, text)
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise UserError(f"{where}: every instance must be a JSON object, got {json.dumps(row)[:40]}")
+    return rows
+
+
+def _json_list(path: Path, text: str) -> list[tuple[str, Any]]:
     try:
-        if stripped.startswith("["):
-            rows = json.loads(stripped)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON or JSON lines ({exc.msg} at line {exc.lineno})") from exc
-    if not all(isinstance(row, dict) for row in rows):
-        raise UserError(f"{path}: every instance must be a JSON object")
-    return list(rows)
+        return [(f"{path}[{n}]", row) for n, row in enumerate(json.loads(text))]
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise UserError(f"{path}:{getattr(exc, 'lineno', 1)}: not JSON ({getattr(exc, 'msg', exc)})") from exc
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
+    rows = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((f"{path}:{number}", json.loads(line)))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise UserError(f"{path}:{number}: not JSON or JSON lines ({getattr(exc, 'msg', exc)})") from exc
+    return rows
 
 
 def parse_instance(row: Mapping[str, Any], where: str) -> Instance:
     missing = [key for key in REQUIRED if not isinstance(row.get(key), str) or not row.get(key)]
     if missing:
         raise UserError(f"{where}: missing SWE-bench field(s) {missing}")
+    wrong = [key for key in TEXTS if not isinstance(row.get(key), str | None)]
+    if wrong:
+        raise UserError(f"{where}: field(s) {wrong} must be strings")
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],
@@ -100,20 +119,23 @@ def parse_instance(row: Mapping[str, Any], where: str) -> Instance:
         problem_statement=row["problem_statement"],
         patch=str(row.get("patch") or ""),
         test_patch=str(row.get("test_patch") or ""),
-        FAIL_TO_PASS=decode_tests(row.get("FAIL_TO_PASS")),
-        PASS_TO_PASS=decode_tests(row.get("PASS_TO_PASS")),
+        FAIL_TO_PASS=decode_tests(row.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
+        PASS_TO_PASS=decode_tests(row.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
         version=str(row.get("version") or ""),
         environment_setup_commit=str(row.get("environment_setup_commit") or ""),
     )
 
 
-def decode_tests(value: object) -> tuple[str, ...]:
+def decode_tests(value: object, where: str = "a test list") -> tuple[str, ...]:
     """SWE-bench stores test lists as JSON strings; accept real lists too."""
     if value is None or value == "":
         return ()
-    decoded = json.loads(value) if isinstance(value, str) else value
+    try:
+        decoded = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        decoded = value
     if not isinstance(decoded, list):
-        raise UserError(f"a test list must be a JSON list of test ids, got {value!r:.80}")
+        raise UserError(f"{where} must be a JSON list of test ids, got {value!r:.80}")
     return tuple(str(item) for item in decoded)
 
 

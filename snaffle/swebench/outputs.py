@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from snaffle.exceptions import UserError
 from snaffle.trajectory import PATCH_FILE, RESULT_FILE, TRAJECTORY_FILE, write_result
 
 PREDICTIONS = "predictions.jsonl"
@@ -67,6 +68,81 @@ def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return {str(r["instance_id"]): r for r in rows if isinstance(r, dict) and "instance_id" in r}
+
+
+def prediction_patches(path: Path) -> dict[str, str]:
+    """The patch of each prediction to grade (JSON lines or a JSON list; a null patch is empty), checked: bad input
+    is a UserError naming the file and line; only a torn last line (a batch killed mid-write) is skipped."""
+    text = _predictions_text(path)
+    rows = _json_list(path, text) if text.lstrip().startswith("[") else _json_lines(path, text)
+    if not rows:
+        raise UserError(f'{path}: no predictions; expected JSON lines of {{"instance_id": ..., "model_patch": ...}}')
+    patches: dict[str, str] = {}
+    first_at: dict[str, str] = {}
+    for where, row in rows:
+        instance_id, patch = _prediction(where, row)
+        if instance_id in first_at:
+            raise UserError(f"{where}: instance_id {instance_id!r} appears twice (first at {first_at[instance_id]})")
+        first_at[instance_id], patches[instance_id] = where, patch
+    return patches
+
+
+def _predictions_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read the predictions {path}: {exc.strerror or exc}") from exc
+    try:
+        if b"\0" not in data:
+            return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    raise UserError(f"{path}: not UTF-8 text (a binary file?); predictions are JSON lines or a JSON list")
+
+
+def _json_list(path: Path, text: str) -> list[tuple[str, object]]:
+    try:
+        rows = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{path}:{getattr(exc, 'lineno', 1)}: not valid JSON ({getattr(exc, 'msg', exc)})") from exc
+    if not isinstance(rows, list):
+        raise UserError(f"{path}: expected a JSON list of predictions")
+    return [(f"{path}[{n}]", row) for n, row in enumerate(rows)]
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[str, object]]:
+    lines = text.split("\n")
+    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
+    rows: list[tuple[str, object]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((f"{path}:{number}", json.loads(line)))
+        except (ValueError, RecursionError) as exc:
+            if number == last == len(lines) and rows:
+                break  # torn: the last line, with no newline after it
+            raise UserError(f"{path}:{number}: not valid JSON ({getattr(exc, 'msg', exc)})") from exc
+    return rows
+
+
+def _prediction(where: str, row: object) -> tuple[str, str]:
+    if not isinstance(row, dict):
+        raise UserError(f"{where}: a prediction is a JSON object, got {_shown(row)}")
+    instance_id = row.get("instance_id")
+    if not isinstance(instance_id, str) or not instance_id:
+        raise UserError(f'{where}: a prediction has an "instance_id" (a non-empty string); got {_shown(instance_id)}')
+    if "model_patch" not in row:
+        raise UserError(f'{where}: the prediction for {instance_id!r} has no "model_patch" (a diff, or null for none)')
+    patch = row["model_patch"]
+    if patch is not None and not isinstance(patch, str):
+        raise UserError(f'{where}: "model_patch" of {instance_id!r} is {_shown(patch)}, expected a diff (a string)')
+    return instance_id, patch or ""
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def write_predictions(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:

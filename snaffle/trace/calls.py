@@ -74,7 +74,8 @@ def _numeric(word: str) -> bool:
 
 def edited_path(name: str, arguments: Mapping[str, Any]) -> str | None:
     """The file an editing call targets (str_replace_editor create/str_replace/insert, edit_entity), else None."""
-    if name == "str_replace_editor" and arguments.get("command") in EDIT_COMMANDS:
+    command = arguments.get("command")
+    if name == "str_replace_editor" and isinstance(command, str) and command in EDIT_COMMANDS:
         path = arguments.get("path")
         return path if isinstance(path, str) else None
     if name == "edit_entity":

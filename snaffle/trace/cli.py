@@ -16,8 +16,9 @@ from snaffle.exceptions import UserError
 from snaffle.trace import ab, html, show
 from snaffle.trace.analysis import Analysis, analyze
 from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs
+from snaffle.trace.schema import load_trajectory
 from snaffle.trace.stats import AttemptStats, Summary, summarize
-from snaffle.trajectory import TRAJECTORY_FILE, read_trajectory
+from snaffle.trajectory import TRAJECTORY_FILE
 
 EXIT_USAGE = 2
 PIPE_WIDTH = 200
@@ -98,7 +99,8 @@ def _analyses(args: argparse.Namespace) -> list[Analysis]:
 
 
 def trajectory_path(path: Path) -> Path:
-    return path / TRAJECTORY_FILE if path.is_dir() or path.suffix != ".jsonl" else path
+    """A file as named; else a run dir's trajectory (a .jsonl not there yet is taken as named, for --follow)."""
+    return path if path.is_file() or (path.suffix == ".jsonl" and not path.is_dir()) else path / TRAJECTORY_FILE
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -115,10 +117,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     if not path.is_file():
         raise UserError(f"no trajectory at {path}: pass a trajectory.jsonl or a run dir (add --follow to wait)")
-    try:
-        trajectory = read_trajectory(path)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    trajectory = load_trajectory(path)
     if not show.show(trajectory.events, out, options) and args.turn is not None:
         turns = sum(1 for _ in trajectory.of_type("model_call"))
         raise UserError(f"no turn {args.turn} in {path}: it has turns 1..{turns}")

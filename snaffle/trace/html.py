@@ -135,8 +135,8 @@ def _turn_items(events: Sequence[Event]) -> Iterator[str]:
 def _model_call(e: Event) -> str:
     usage, response = e.get("usage") or {}, e.get("response") or {}
     meta = (f"turn {e.get('turn')} · prompt {usage.get('prompt_tokens', 0)} tok · out "
-            f"{usage.get('completion_tokens', 0)} · {e.get('latency_s', 0):.2f} s · "
-            f"${usage.get('dollars', 0):.6f}")  # fmt: skip
+            f"{usage.get('completion_tokens', 0)} · {(e.get('latency_s') or 0):.2f} s · "
+            f"${(usage.get('dollars') or 0):.6f}")  # fmt: skip
     parts = [f'<div class="meta">{escape(meta)}</div>']
     reasoning = str(response.get("reasoning_content") or "")
     if reasoning:
@@ -157,9 +157,8 @@ def _event(e: Event) -> str:
     if kind == "tool_result":
         output = str(e.get("output") or "")
         first = output.strip().splitlines()[0][:90] if output.strip() else "(empty)"
-        flags = (
-            f"{'ok' if e.get('ok') else 'failed'} · {e.get('elapsed_s', 0):.2f} s · {len(output.splitlines())} lines"
-        )
+        elapsed = e.get("elapsed_s") or 0
+        flags = f"{'ok' if e.get('ok') else 'failed'} · {elapsed:.2f} s · {len(output.splitlines())} lines"
         changed = " · changed the repo" if e.get("changed") else ""
         return _fold(f"← {flags}{changed} — {first}", output, "obs")
     if kind == "gate":

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from snaffle.exceptions import UserError
-from snaffle.trajectory import PATCH_FILE, RESULT_FILE, TRAJECTORY_FILE, Trajectory, read_trajectory
+from snaffle.trace.schema import kind_of, load_result, load_trajectory
+from snaffle.trajectory import PATCH_FILE, RESULT_FILE, TRAJECTORY_FILE, Trajectory
 from snaffle.types import Event
 
 ANY_INSTANCE = "*"
@@ -76,30 +77,25 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
 
 def load_run(file: Path, instance_id: str | None = None) -> Run:
     """One attempt: the trajectory (a torn last line tolerated) and, beside it, result.json and patch.diff."""
-    try:
-        trajectory = read_trajectory(file)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the trajectory {file}: {exc}") from exc
-    result = _read_json(file.parent / RESULT_FILE) if file.name == TRAJECTORY_FILE else {}
-    patch_file = file.parent / PATCH_FILE
-    exit_event = trajectory.exit or {}
-    if file.name == TRAJECTORY_FILE and patch_file.is_file():
-        patch = patch_file.read_text(encoding="utf-8", errors="replace")
-    else:
-        patch = str(exit_event.get("patch") or "")
+    trajectory = load_trajectory(file)
+    result = load_result(file.parent / RESULT_FILE) if file.name == TRAJECTORY_FILE else {}
+    patch = _patch(file) if file.name == TRAJECTORY_FILE else None
+    if patch is None:
+        patch = str((trajectory.exit or {}).get("patch") or "")
     header_task = (trajectory.header or {}).get("task") or {}
     name = instance_id or result.get("instance_id") or header_task.get("instance_id") or file.parent.name
     return Run(file.parent, str(name), trajectory, result, patch)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _patch(file: Path) -> str | None:
+    """patch.diff beside the trajectory, or None when there is none."""
+    path = file.parent / PATCH_FILE
     if not path.is_file():
-        return {}
+        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"cannot read the patch {path}: {exc.strerror or exc}") from exc
 
 
 def load_report(path: Path) -> dict[str, bool]:
@@ -111,13 +107,24 @@ def load_report(path: Path) -> dict[str, bool]:
     if not isinstance(data, dict):
         raise UserError(f"{path}: a report is a JSON object (SWE-bench's run report or per-instance report)")
     if "resolved_ids" in data:
-        resolved = {str(i) for i in data["resolved_ids"]}
-        graded = {str(i) for key in REPORT_ID_LISTS for i in data.get(key) or ()}
+        lists = {key: _id_list(path, data, key) for key in REPORT_ID_LISTS}
+        resolved = set(lists["resolved_ids"])
+        graded = {i for ids in lists.values() for i in ids}
         return {i: i in resolved for i in sorted(graded | resolved)}
     graded_items = {k: v for k, v in data.items() if isinstance(v, dict) and "resolved" in v}
     if not graded_items:
         raise UserError(f"{path}: no `resolved_ids` and no per-instance `resolved` fields; is it a SWE-bench report?")
-    return {str(k): bool(v["resolved"]) for k, v in graded_items.items()}
+    for key, entry in graded_items.items():
+        if not isinstance(entry["resolved"], bool):
+            raise UserError(f'{path}: "{key}.resolved" is {kind_of(entry["resolved"])}, expected true or false')
+    return {str(k): v["resolved"] for k, v in graded_items.items()}
+
+
+def _id_list(path: Path, data: Mapping[str, Any], key: str) -> list[str]:
+    ids = data.get(key) or []
+    if not isinstance(ids, list):
+        raise UserError(f'{path}: "{key}" is {kind_of(ids)}, expected a list of instance ids')
+    return [str(i) for i in ids]
 
 
 def load_reports(paths: Sequence[Path] | None) -> dict[str, bool]:
@@ -149,13 +156,31 @@ def load_gold(path: Path) -> dict[str, str]:
         data: Any = json.loads(stripped)
     except ValueError:
         data = _json_lines(path, stripped)
-    if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
-        return {str(k): v for k, v in data.items()}
+    if isinstance(data, dict) and "patch" not in data:
+        return _patches_by_id(path, data)
     items = data if isinstance(data, list) else [data]
-    gold = {str(i["instance_id"]): str(i["patch"]) for i in items if isinstance(i, dict) and "patch" in i}
+    gold = dict(_gold_item(f"{path}[{n}]", item) for n, item in enumerate(items))
     if not gold:
         raise UserError(f"{path}: no gold patch found; pass a diff or SWE-bench instances with `patch` fields")
     return gold
+
+
+def _patches_by_id(path: Path, data: Mapping[str, Any]) -> dict[str, str]:
+    """`{instance_id: patch}`."""
+    for key, patch in data.items():
+        if not isinstance(patch, str):
+            raise UserError(f'{path}: the gold patch of "{key}" is {kind_of(patch)}, expected a string (a diff)')
+    return dict(data)
+
+
+def _gold_item(where: str, item: object) -> tuple[str, str]:
+    """One SWE-bench instance's id and gold patch."""
+    if not isinstance(item, dict):
+        raise UserError(f"{where}: an instance is a JSON object, got {kind_of(item)}")
+    instance_id, patch = item.get("instance_id"), item.get("patch")
+    if not isinstance(instance_id, str) or not isinstance(patch, str):
+        raise UserError(f'{where}: an instance has "instance_id" and "patch" (strings); this one has not')
+    return instance_id, patch
 
 
 def _json_lines(path: Path, text: str) -> list[Any]:

@@ -13,7 +13,9 @@ from rich.console import Console, RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
+from snaffle.exceptions import UserError
 from snaffle.trace.calls import describe
+from snaffle.trace.schema import event_problem
 from snaffle.types import Event
 
 WINDOW_HEAD = 12
@@ -61,9 +63,9 @@ def _model_call(e: Event, o: ShowOptions) -> list[RenderableType]:
     response = e.get("response") or {}
     meta = (f"prompt {usage.get('prompt_tokens', 0)} tok (est {e.get('prompt_estimate', '?')}) · "
             f"cached {usage.get('cached_tokens', 0)} · out {usage.get('completion_tokens', 0)} · "
-            f"${usage.get('dollars', 0):.6f} · {e.get('latency_s', 0):.2f} s · cumulative "
+            f"${(usage.get('dollars') or 0):.6f} · {(e.get('latency_s') or 0):.2f} s · cumulative "
             f"{cumulative.get('prompt_tokens', 0)} in / {cumulative.get('completion_tokens', 0)} out "
-            f"${cumulative.get('dollars', 0):.6f}")  # fmt: skip
+            f"${(cumulative.get('dollars') or 0):.6f}")  # fmt: skip
     parts: list[RenderableType] = [Rule(f"turn {e.get('turn', '?')}", style="blue"), Text(meta, style="dim")]
     reasoning = str(response.get("reasoning_content") or "")
     if reasoning and o.full:
@@ -95,7 +97,8 @@ def _gate(e: Event, o: ShowOptions) -> list[RenderableType]:
 
 def _tool_result(e: Event, o: ShowOptions) -> list[RenderableType]:
     output = str(e.get("output") or "")
-    flags = ["ok" if e.get("ok") else "failed", f"{e.get('elapsed_s', 0):.2f} s", f"{len(output.splitlines())} lines"]
+    elapsed = e.get("elapsed_s") or 0
+    flags = ["ok" if e.get("ok") else "failed", f"{elapsed:.2f} s", f"{len(output.splitlines())} lines"]
     if e.get("changed"):
         flags.append("changed the repo")
     head = Text(f"    ← {' · '.join(flags)}", style="green" if e.get("ok") else "yellow")
@@ -156,11 +159,13 @@ def show(events: Iterable[Event], console: Console, options: ShowOptions) -> int
 
 
 class Tail:
-    """Reads a trajectory that is still being written: complete lines as they arrive; a partial one waits."""
+    """Reads a trajectory that is still being written: complete lines as they arrive (a bad one is a UserError);
+    a partial one waits."""
 
     def __init__(self, path: Path, poll_s: float = FOLLOW_POLL_S, idle_timeout_s: float = 0.0) -> None:
         self.path, self.poll_s, self.idle_timeout_s = path, poll_s, idle_timeout_s
         self.pending = b""
+        self.lines = self.events_read = 0
         self._offset = 0
 
     def events(self) -> Iterator[Event]:
@@ -192,15 +197,21 @@ class Tail:
         self._offset += len(chunk)
         return chunk
 
-    @staticmethod
-    def _decode(line: bytes) -> Event | None:
+    def _decode(self, line: bytes) -> Event | None:
+        """One complete line, checked as a trajectory file is checked (schema.py); None for a blank line."""
+        self.lines += 1
         if not line.strip():
             return None
+        where = f"{self.path}:{self.lines}"
         try:
             event = json.loads(line)
-        except ValueError:
-            return {"type": "corrupt", "line": line.decode("utf-8", "replace")[:200]}
-        return event if isinstance(event, dict) else None
+        except (ValueError, RecursionError) as exc:
+            raise UserError(f"{where}: corrupt trajectory line ({getattr(exc, 'msg', exc)})") from exc
+        wrong = event_problem(event, first=not self.events_read)
+        if wrong is not None:
+            raise UserError(f"{where}: {wrong}")
+        self.events_read += 1
+        return dict(event)
 
     @property
     def torn(self) -> bool:
