@@ -1,4 +1,7 @@
-"""Gates: pure checks that stand between a proposed change and the repository. Input -> `GateResult`."""
+"""Gates: the checks that stand between a proposed change and the repository, each deciding `GateResult`.
+
+Each decides from its inputs; only the lint gate computes one of them itself, by running ruff over the before and
+after texts on stdin (snaffle's own command line, never one a model wrote)."""
 
 from __future__ import annotations
 
