@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 EXAMPLE = "median"
 DEMO_SAMPLES = 3
-"""One-shot whole-definition rewrites (the form the 1.5B local model produces; see data/edit_formats.toml), 3 samples voted."""
+"""One-shot whole-definition rewrites (the 1.5B model's form, data/edit_formats.toml), 3 samples voted."""
 GIT = [
     "git",
     "-c",

@@ -1,6 +1,12 @@
-"""The exception family that drives the loop; each instance carries its exit status and observation."""
+"""The exception family that drives the loop (each carries its exit status and observation), the user's errors,
+and a tool's failure (its message is the observation)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from snaffle.types import GateResult
 
 
 class Interrupt(Exception):
@@ -56,3 +62,12 @@ class StateError(Interrupt):
 class UserError(Exception):
     """Raised when the user's input or setup is wrong (arguments, files, endpoint, a missing extra): one line that
     names the fix; the CLI exits non-zero."""
+
+
+class ToolFailure(Exception):
+    """A tool could not do what was asked; the message is the observation (the repo is unchanged), `gates` the
+    gate decisions taken before it gave up."""
+
+    def __init__(self, message: str, gates: tuple[GateResult, ...] = ()) -> None:
+        super().__init__(message)
+        self.gates = gates

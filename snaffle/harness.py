@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted
+from snaffle.exceptions import FormatError, Interrupt, LimitsExceeded, StateError, Submitted, ToolFailure
 from snaffle.model.messages import assistant_message, observation_messages
 from snaffle.observations import ObservationPolicy, PolicyConfig, estimate_context
-from snaffle.tools import ToolFailure
 from snaffle.trajectory import gate_event, model_call_event, tool_call_event, tool_result_event
 from snaffle.types import (
     Event,

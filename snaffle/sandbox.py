@@ -29,8 +29,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from snaffle.exceptions import UserError
-from snaffle.tools import ToolFailure
+from snaffle.exceptions import ToolFailure, UserError
 from snaffle.types import SOURCE_DIRS
 
 OUTPUT_CAP = 8_000

@@ -13,22 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
-from snaffle.types import GateResult, ToolCall, ToolRun
+from snaffle.types import ToolCall, ToolRun
 
 JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 ARG_LINE_RE = re.compile(r"^\s{2,}(\w+):\s*(.+)$")
 
 ToolFn = Callable[..., str | ToolRun]
 """A tool: a plain function returning its observation, or a `ToolRun` when it also reports gate decisions."""
-
-
-class ToolFailure(Exception):
-    """A tool could not do what was asked; the message is the observation (the repo is unchanged), `gates` the
-    gate decisions taken before it gave up."""
-
-    def __init__(self, message: str, gates: tuple[GateResult, ...] = ()) -> None:
-        super().__init__(message)
-        self.gates = gates
 
 
 @dataclass(frozen=True)

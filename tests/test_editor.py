@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from snaffle.exceptions import ToolFailure
 from snaffle.primitives.editor import Editor
-from snaffle.tools import ToolFailure
 from snaffle.workspace import Workspace
 from tests.helpers import make_repo
 

@@ -128,10 +128,10 @@ def test_recorded_rewrites_of_the_local_model_are_extracted(sample: int, fixed: 
 
 
 def test_a_recorded_rewrite_with_extra_definitions_keeps_only_the_entity(tmp_path: Path) -> None:
+    from snaffle.exceptions import ToolFailure
     from snaffle.index.repo import RepoIndex
     from snaffle.primitives.edit import EntityEditor
     from snaffle.primitives.reader import RepoView
-    from snaffle.tools import ToolFailure
     from snaffle.workspace import Workspace
     from tests.helpers import make_repo
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from snaffle.exceptions import ToolFailure
 from snaffle.harness import Loop, LoopConfig
 from snaffle.model.client import ModelConfig, OpenAIModel, Sleep
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.testing import ScriptedServer
-from snaffle.tools import Registry, ToolFailure
+from snaffle.tools import Registry
 from snaffle.trajectory import TrajectoryWriter, read_trajectory
 from snaffle.types import Attempt, GateResult, Limits, Task, ToolRun, Usage
 from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash, git, repo_tests_pass

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from snaffle.exceptions import ToolFailure
 from snaffle.index.repo import RepoIndex
 from snaffle.primitives.edit import EntityEditor, GateFailure, nearest_candidate
 from snaffle.primitives.reader import Reader, RepoView, symbol_rank
-from snaffle.tools import ToolFailure
 from snaffle.types import Mechanisms
 from snaffle.workspace import Workspace
 from tests.helpers import make_repo

@@ -10,7 +10,7 @@ from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.localize import Localization
 from snaffle.arms import AGENTLESS, Parts, toolbox
 from snaffle.cache import cache_dir
-from snaffle.exceptions import Interrupt, Submitted
+from snaffle.exceptions import Interrupt, Submitted, ToolFailure
 from snaffle.gates import stop_after_green
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.parse import Entity
@@ -26,7 +26,7 @@ from snaffle.primitives.extract import (
 from snaffle.primitives.reader import INLINE_BODY_LINES, RepoView
 from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox
-from snaffle.tools import Registry, ToolFailure
+from snaffle.tools import Registry
 from snaffle.trajectory import gate_event, model_call_event
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace

@@ -10,11 +10,11 @@ import difflib
 import re
 import textwrap
 
+from snaffle.exceptions import ToolFailure
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
 from snaffle.index.parse import Entity
 from snaffle.primitives.extract import code_blocks, isolate_definition, pick_block
 from snaffle.primitives.reader import RepoView
-from snaffle.tools import ToolFailure
 from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms, ToolRun
 
 DIFF_CONTEXT = 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from snaffle.exceptions import ToolFailure
 from snaffle.sandbox import cut
-from snaffle.tools import ToolFailure
 from snaffle.workspace import PathEscape, Workspace
 
 SNIPPET_CONTEXT = 4

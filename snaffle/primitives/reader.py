@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from snaffle.exceptions import ToolFailure
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
 from snaffle.index.selectors import SelectorError
-from snaffle.tools import ToolFailure
 from snaffle.workspace import Workspace, git
 
 WINDOW_LINES = 100
