@@ -100,14 +100,24 @@ class Variant:
 def load_tasks(path: Path = TASKS_FILE) -> list[BenchTask]:
     """The task data; a task naming an unknown package or missing a field fails loudly."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    packages = {name: Package(name, str(p["version"]), str(p.get("pythonpath", ""))) for name, p in
-                data["packages"].items()}  # fmt: skip
+    packages = {
+        name: Package(name, str(p["version"]), str(p.get("pythonpath", ""))) for name, p in data["packages"].items()
+    }
     tasks = []
     for raw in data["tasks"]:
         if raw["package"] not in packages:
             raise ValueError(f"task {raw['id']}: unknown package {raw['package']!r}; add it under [packages]")
-        tasks.append(BenchTask(raw["id"], packages[raw["package"]], raw["file"], raw["search"], raw["replace"],
-                               raw["issue"].strip() + "\n", raw["test"].lstrip()))  # fmt: skip
+        tasks.append(
+            BenchTask(
+                raw["id"],
+                packages[raw["package"]],
+                raw["file"],
+                raw["search"],
+                raw["replace"],
+                raw["issue"].strip() + "\n",
+                raw["test"].lstrip(),
+            )
+        )
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate task ids in the task data")
@@ -154,8 +164,13 @@ def unpack(archive: Path, into: Path) -> Path:
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@localhost",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@localhost",
+    }
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -191,8 +206,18 @@ def judge(task: BenchTask, repo: Path, scratch: Path) -> bool:
     test = scratch / f"test_judge_{task.id.replace('-', '_')}.py"
     test.write_text(task.test, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(repo / task.package.pythonpath), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--rootdir", str(scratch),
-               str(test)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(scratch),
+        str(test),
+    ]
     try:
         done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -212,16 +237,28 @@ def measure_speed(base_url: str, model: str) -> Row:
     decode_s, second = timed_completion(base_url, model, prompt, SPEED_DECODE_TOKENS)
     prompt_tokens = int(first["usage"]["prompt_tokens"])
     output_tokens = int(second["usage"]["completion_tokens"])
-    return {"kind": "speed", "model": model, "prompt_tokens": prompt_tokens, "prefill_s": round(prefill_s, 2),
-            "prefill_tps": round(prompt_tokens / prefill_s, 1), "output_tokens": output_tokens,
-            "decode_s": round(decode_s, 2), "decode_tps": round(output_tokens / decode_s, 1)}  # fmt: skip
+    return {
+        "kind": "speed",
+        "model": model,
+        "prompt_tokens": prompt_tokens,
+        "prefill_s": round(prefill_s, 2),
+        "prefill_tps": round(prompt_tokens / prefill_s, 1),
+        "output_tokens": output_tokens,
+        "decode_s": round(decode_s, 2),
+        "decode_tps": round(output_tokens / decode_s, 1),
+    }
 
 
 def timed_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> tuple[float, Any]:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0.0}  # fmt: skip
-    request = urllib.request.Request(f"{base_url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    }
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     started = time.monotonic()
     with urllib.request.urlopen(request, timeout=600) as response:
         answer = json.loads(response.read())
@@ -264,14 +301,21 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
         status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
     wall = time.monotonic() - started
     row = {
-        "kind": "run", "variant": variant.label, "arm": variant.arm, "task": task.id, "status": status,
-        "error": error, "failed_before": failed_before,
-        "resolved": failed_before and judge(task, repo, base / "judge-after"), "wall_s": round(wall, 1),
-        "time_s": round(wall + stats.replayed_s, 1), **stats.as_row(),
+        "kind": "run",
+        "variant": variant.label,
+        "arm": variant.arm,
+        "task": task.id,
+        "status": status,
+        "error": error,
+        "failed_before": failed_before,
+        "resolved": failed_before and judge(task, repo, base / "judge-after"),
+        "wall_s": round(wall, 1),
+        "time_s": round(wall + stats.replayed_s, 1),
+        **stats.as_row(),
         **usage_of(read_events(base / "run" / "trajectory.jsonl")),
         "patch_lines": patch_lines(base / "run" / "patch.diff"),
         "limits": {"max_turns": bench.limits.max_turns, "timeout_s": bench.limits.timeout_s},
-    }  # fmt: skip
+    }
     shutil.rmtree(kept, ignore_errors=True)
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(base, kept)
@@ -288,11 +332,13 @@ def usage_of(events: Sequence[Row]) -> Row:
     summed = [*calls, *(e["usage"] for e in reproduce)]
     return {
         "prompt_tokens": int(totals.get("prompt_tokens", sum(int(u.get("prompt_tokens") or 0) for u in summed))),
-        "output_tokens": int(totals.get("completion_tokens",
-                                        sum(int(u.get("completion_tokens") or 0) for u in summed))),
-        "calls": len(summed), "samples": len(repairs),
+        "output_tokens": int(
+            totals.get("completion_tokens", sum(int(u.get("completion_tokens") or 0) for u in summed))
+        ),
+        "calls": len(summed),
+        "samples": len(repairs),
         "applied_samples": sum(int(e.get("patch_lines") or 0) > 0 for e in repairs),
-    }  # fmt: skip
+    }
 
 
 def give_test(task: BenchTask, repo: Path) -> str:
@@ -304,8 +350,9 @@ def give_test(task: BenchTask, repo: Path) -> str:
     return relative.as_posix().removeprefix("./")
 
 
-def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Path,
-            failing_test: str | None = None) -> tuple[str, str]:  # fmt: skip
+def attempt(
+    bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Path, failing_test: str | None = None
+) -> tuple[str, str]:
     """Run the arm; a crash is recorded (status `crashed`) and the batch goes on."""
     snaffle_task = Task(repo, task.issue, task.id, failing_test)
     try:
@@ -318,8 +365,9 @@ def attempt(bench: Bench, variant: Variant, task: BenchTask, repo: Path, out: Pa
 
         model = ModelConfig(bench.model_url, bench.model, tool_protocol="text")
         arm = ALIASES.get(variant.arm, variant.arm)
-        config = SolveConfig(arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline,
-                             mechanisms=variant.mechanisms)  # fmt: skip
+        config = SolveConfig(
+            arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline, mechanisms=variant.mechanisms
+        )
         return solve(snaffle_task, config).exit_status, ""
     except Exception as exc:  # the batch boundary: record and go on
         return "crashed", f"{type(exc).__name__}: {exc}"[:500]
@@ -348,8 +396,9 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
     """The variants to run and the label the ratios are taken against."""
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if args.edit_formats:
-        return [Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f))
-                for f in EDIT_FORMATS], "oneshot-rewrite"  # fmt: skip
+        return [
+            Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f)) for f in EDIT_FORMATS
+        ], "oneshot-rewrite"
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -365,8 +414,9 @@ def ablated_names(spec: str) -> list[str]:
     names = list(MECHANISMS) if spec.strip() == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in MECHANISMS]
     if unknown or not names:
-        raise SystemExit(f"--ablate: unknown mechanism {', '.join(unknown) or repr(spec)}; one of: all, "
-                         f"{', '.join(MECHANISMS)}")  # fmt: skip
+        raise SystemExit(
+            f"--ablate: unknown mechanism {', '.join(unknown) or repr(spec)}; one of: all, {', '.join(MECHANISMS)}"
+        )
     return names
 
 
@@ -429,26 +479,32 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
     groups = {label: group for label, group in groups.items() if group}
     sums = {label: summarize(group) for label, group in groups.items()}
     base = sums.get(baseline)
-    head = (f"{'variant':<42} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
-            f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
-            f"| vs {baseline}: resolved prompt output calls time")  # fmt: skip
+    head = (
+        f"{'variant':<42} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
+        f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
+        f"| vs {baseline}: resolved prompt output calls time"
+    )
     lines = [head, "-" * len(head)]
     for label, s in sums.items():
         ratios = " ".join(ratio(s[k], base[k]) for k in RATIO_KEYS) if base else "-"
         applied = "-" if s["applied_rate"] != s["applied_rate"] else f"{s['applied_rate']:.0%}"
-        lines.append(f"{label:<42} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
-                     f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
-                     f"{int(s['replayed']):>8} {applied:>8} "
-                     f"{s['out_per_task']:>8.0f} | {ratios}")  # fmt: skip
+        lines.append(
+            f"{label:<42} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
+            f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
+            f"{int(s['replayed']):>8} {applied:>8} "
+            f"{s['out_per_task']:>8.0f} | {ratios}"
+        )
     for label, group in groups.items():
         statuses: dict[str, int] = {}
         for r in group:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
         lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
     for speed in speeds[-1:]:
-        lines.append(f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "
-                     f"in {speed['prefill_s']} s), decode {speed['decode_tps']} tok/s ({speed['output_tokens']} "
-                     f"tokens in {speed['decode_s']} s)")  # fmt: skip
+        lines.append(
+            f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "
+            f"in {speed['prefill_s']} s), decode {speed['decode_tps']} tok/s ({speed['output_tokens']} "
+            f"tokens in {speed['decode_s']} s)"
+        )
     return "\n".join(lines)
 
 
@@ -459,8 +515,9 @@ def cell(row: Row) -> str:
 def per_task(rows: Iterable[Row], order: Sequence[str]) -> str:
     """Which variant resolved which task (R), with its output tokens and wall seconds."""
     runs = latest_runs(rows)
-    labels = list(dict.fromkeys([*(label for label in order if any(v == label for v, _ in runs)),
-                                 *(label for label, _ in runs)]))  # fmt: skip
+    labels = list(
+        dict.fromkeys([*(label for label in order if any(v == label for v, _ in runs)), *(label for label, _ in runs)])
+    )
     tasks = list(dict.fromkeys(t for _, t in runs))
     lines = [f"{'task':<34}" + "".join(f"{label[:24]:>26}" for label in labels)]
     for task in tasks:
@@ -483,8 +540,11 @@ def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int) -> list[B
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma-separated, from: {', '.join(ARMS)}")
-    parser.add_argument("--ablate", help=f"run each arm with all mechanisms and without each of these (comma-"
-                                          f"separated, or all): {', '.join(MECHANISMS)}")  # fmt: skip
+    parser.add_argument(
+        "--ablate",
+        help=f"run each arm with all mechanisms and without each of these (comma-"
+        f"separated, or all): {', '.join(MECHANISMS)}",
+    )
     parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
     parser.add_argument("--tasks", default="", help="regex over task ids")
     parser.add_argument("--limit", type=int, default=0)
@@ -502,8 +562,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="recorded model answers to replay and extend (see the module's docstring)",
     )
     parser.add_argument("--no-replay", action="store_true", help="every call goes to the model")
-    parser.add_argument("--prompts", help="a directory of prompt files replacing the packaged ones ($SNAFFLE_PROMPTS);"
-                                           " variant labels get +<directory name>")  # fmt: skip
+    parser.add_argument(
+        "--prompts",
+        help="a directory of prompt files replacing the packaged ones ($SNAFFLE_PROMPTS);"
+        " variant labels get +<directory name>",
+    )
     parser.add_argument(
         "--given-test",
         action="store_true",
@@ -529,8 +592,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = select_tasks(load_tasks(), args.tasks, args.limit)
     if not args.report_only:
         with endpoint(args) as (base_url, model), replaying(args, base_url) as proxy:
-            bench = Bench(base_url, model, Limits(max_turns=args.max_turns, timeout_s=args.timeout),
-                          Path(args.work), Path(args.cache), proxy, args.given_test)  # fmt: skip
+            bench = Bench(
+                base_url,
+                model,
+                Limits(max_turns=args.max_turns, timeout_s=args.timeout),
+                Path(args.work),
+                Path(args.cache),
+                proxy,
+                args.given_test,
+            )
             run_all(bench, variants, tasks, path, args.redo)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
@@ -553,8 +623,10 @@ def run_all(bench: Bench, variants: Sequence[Variant], tasks: Sequence[BenchTask
                 continue
             row = run_one(bench, variant, task)
             append_row(path, row)
-            log(f"{variant.label} {task.id}: {row['status']} resolved={row['resolved']} "
-                f"out={row['output_tokens']} calls={row['calls']} {row['wall_s']}s")  # fmt: skip
+            log(
+                f"{variant.label} {task.id}: {row['status']} resolved={row['resolved']} "
+                f"out={row['output_tokens']} calls={row['calls']} {row['wall_s']}s"
+            )
 
 
 class endpoint:

@@ -84,12 +84,18 @@ def checkout(row: Row, args: argparse.Namespace) -> Path | None:
     assert git_dir is not None
     target.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(git_dir), str(target)], check=True)
-    done = subprocess.run(["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:  # a snapshot lacks large blobs: check out the Python sources only
         subprocess.run(["git", "-C", str(target), "sparse-checkout", "set", "--no-cone", "*.py"], check=True)
-        retry = subprocess.run(["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
-                               capture_output=True, text=True)  # fmt: skip
+        retry = subprocess.run(
+            ["git", "-C", str(target), "checkout", "-q", "--detach", str(row["base_commit"])],
+            capture_output=True,
+            text=True,
+        )
         if retry.returncode != 0:
             print(f"skip {row['instance_id']}: {retry.stderr.strip()[:120]}", file=sys.stderr)
             return None
@@ -158,9 +164,17 @@ def measure(row: Row, args: argparse.Namespace) -> Row | None:
     baseline_hits = f"bm25-file@5={hit(baseline, gold_files, 5)}"
     times = f"index={indexed:.1f}s (prepare {prepared:.1f}s) localize={elapsed:.2f}s"
     print(f"{row['instance_id']}: {hits} {baseline_hits} {times}", flush=True)
-    return {"files": files, "entities": entities, "baseline": baseline, "gold_files": gold_files,
-            "gold_entities": gold_entities, "seconds": elapsed, "baseline_seconds": baseline_elapsed,
-            "index_seconds": indexed, "prepare_seconds": prepared}  # fmt: skip
+    return {
+        "files": files,
+        "entities": entities,
+        "baseline": baseline,
+        "gold_files": gold_files,
+        "gold_entities": gold_entities,
+        "seconds": elapsed,
+        "baseline_seconds": baseline_elapsed,
+        "index_seconds": indexed,
+        "prepare_seconds": prepared,
+    }
 
 
 def bm25_files(index: RepoIndex, repo: Path, issue: str) -> list[str]:

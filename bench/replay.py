@@ -48,8 +48,12 @@ class ScopeStats:
     replayed_s: float = 0.0
 
     def as_row(self) -> dict[str, Any]:
-        return {"fresh_calls": self.fresh, "replayed_calls": self.replayed, "model_s": round(self.model_s, 1),
-                "replayed_s": round(self.replayed_s, 1)}  # fmt: skip
+        return {
+            "fresh_calls": self.fresh,
+            "replayed_calls": self.replayed,
+            "model_s": round(self.model_s, 1),
+            "replayed_s": round(self.replayed_s, 1),
+        }
 
 
 class ReplayStore:

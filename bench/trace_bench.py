@@ -139,8 +139,10 @@ def main() -> int:
     trajectory = read_trajectory(run_dir / "trajectory.jsonl")
     calls = sum(1 for _ in trajectory.of_type("model_call"))
     size_mb = (run_dir / "trajectory.jsonl").stat().st_size / 1e6
-    print(f"trajectory: {run_dir} ({origin}; mode {args.mode}): {calls} model calls, "
-          f"{len(trajectory.events)} events, {size_mb:.1f} MB")  # fmt: skip
+    print(
+        f"trajectory: {run_dir} ({origin}; mode {args.mode}): {calls} model calls, "
+        f"{len(trajectory.events)} events, {size_mb:.1f} MB"
+    )
     html_out = str(run_dir / "report.html")
     timings = {
         "read_trajectory": median_s(lambda: read_trajectory(run_dir / "trajectory.jsonl"), args.repeat),

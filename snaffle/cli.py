@@ -111,14 +111,27 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
     task = Task(args.repo, read_issue(args), args.repo.resolve().name, failing_test=args.failing_test)
-    config = SolveConfig(args.arm, model_config(args), limits_of(args), args.out, load_pricing(None).dollars,
-                         pipeline=pipeline_config(args))  # fmt: skip
+    config = SolveConfig(
+        args.arm,
+        model_config(args),
+        limits_of(args),
+        args.out,
+        load_pricing(None).dollars,
+        pipeline=pipeline_config(args),
+    )
     Workspace.open(args.repo).close()
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     with metered(config, task, args) as metered_config:
         attempt = solve(task, metered_config)
-    print(json.dumps({"exit_status": attempt.exit_status, "run_dir": str(args.out),
-                      "patch_lines": len(attempt.patch.splitlines())}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "exit_status": attempt.exit_status,
+                "run_dir": str(args.out),
+                "patch_lines": len(attempt.patch.splitlines()),
+            }
+        )
+    )
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
         result = json.loads((args.out / "result.json").read_text())
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
@@ -140,8 +153,11 @@ def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterat
         yield _through(config, f"{url}/i/{run}/{instance}/v1", f"{url}/ledger/{run}/{instance}")
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    shim_config = ShimConfig(upstream=config.model.base_url, db=args.out / "ledger.sqlite",
-                             api_key_env=args.api_key_env if args.api_key_env in os.environ else None)  # fmt: skip
+    shim_config = ShimConfig(
+        upstream=config.model.base_url,
+        db=args.out / "ledger.sqlite",
+        api_key_env=args.api_key_env if args.api_key_env in os.environ else None,
+    )
     with start_shim(shim_config) as handle:
         yield _through(config, handle.base_url_for(run, instance), handle.ledger_url(run, instance))
 

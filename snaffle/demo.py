@@ -97,8 +97,13 @@ def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
 
 
 def repo_tests(repo: Path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          cwd=repo, capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "no output"
     return f"{'passed' if proc.returncode == 0 else 'FAILED'} ({summary})"
 
@@ -111,8 +116,10 @@ def progress_printer() -> Callable[[Event], None]:
         if event["type"] == "model_call":
             usage = event["usage"]
             sample = f"sample {event['sample']} " if "sample" in event else ""
-            print(f"{elapsed} {sample}turn {event['turn']}: {usage['prompt_tokens']} prompt + "
-                  f"{usage['completion_tokens']} output tokens, {event['latency_s']:.1f}s")  # fmt: skip
+            print(
+                f"{elapsed} {sample}turn {event['turn']}: {usage['prompt_tokens']} prompt + "
+                f"{usage['completion_tokens']} output tokens, {event['latency_s']:.1f}s"
+            )
         elif event["type"] == "tool_call":
             print(f"{elapsed}   {event['name']} {str(event['arguments'])[:100]}")
         elif event["type"] == "stage":

@@ -27,8 +27,21 @@ MAX_REPORTED = 3
 
 def fatal_diagnostics(source: str, filename: str) -> Counter[tuple[str, str]]:
     """Syntax errors and undefined names in `source`, as (code, message) pairs (no line numbers)."""
-    command = [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", ",".join(FATAL_RULES),
-               "--output-format", "json", "--stdin-filename", filename, "-"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ruff",
+        "check",
+        "--no-cache",
+        "--isolated",
+        "--select",
+        ",".join(FATAL_RULES),
+        "--output-format",
+        "json",
+        "--stdin-filename",
+        filename,
+        "-",
+    ]
     proc = subprocess.run(command, input=source, capture_output=True, text=True, timeout=LINT_TIMEOUT_S)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"ruff failed on {filename}: {proc.stderr.strip()[:200]}")

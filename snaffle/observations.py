@@ -32,8 +32,10 @@ class PolicyConfig:
 def policy_for(mechanisms: Mechanisms) -> PolicyConfig:
     """The default policy, with collapse or compaction off when an ablation switches them off."""
     default = PolicyConfig()
-    return PolicyConfig(keep_full=default.keep_full if mechanisms.collapse else 0,
-                        compact_at=default.compact_at if mechanisms.compaction else 0.0)  # fmt: skip
+    return PolicyConfig(
+        keep_full=default.keep_full if mechanisms.collapse else 0,
+        compact_at=default.compact_at if mechanisms.compaction else 0.0,
+    )
 
 
 @dataclass

@@ -76,8 +76,17 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
             sandbox = Sandbox.create(Path(scratch) / "sandbox")
             if spec.pipeline:
                 writer.write(header(task, config, spec))
-                pipeline = Pipeline(task, workspace, sandbox, config.model, config.limits, writer, config.pricer,
-                                    config.pipeline.ablated(config.mechanisms), Path(scratch))  # fmt: skip
+                pipeline = Pipeline(
+                    task,
+                    workspace,
+                    sandbox,
+                    config.model,
+                    config.limits,
+                    writer,
+                    config.pricer,
+                    config.pipeline.ablated(config.mechanisms),
+                    Path(scratch),
+                )
                 return finish(task, config, workspace, writer, pipeline.run())
             arm = build_arm(spec, config, workspace, sandbox, task, deadline)
             writer.write(header(task, config, spec))
@@ -131,19 +140,33 @@ def finish(
     patch = workspace.patch()
     (config.out / PATCH_FILE).write_text(patch, encoding="utf-8")
     status, message = outcome.status, outcome.message
-    totals = {**outcome.usage.as_dict(), "turns": outcome.turns, "elapsed_s": round(outcome.elapsed_s, 3),
-              **outcome.counters}  # fmt: skip
+    totals = {
+        **outcome.usage.as_dict(),
+        "turns": outcome.turns,
+        "elapsed_s": round(outcome.elapsed_s, 3),
+        **outcome.counters,
+    }
     try:
         writer.write(exit_event(status, message, patch, totals))
     except StateError as exc:
         status, message = "state_error", str(exc)
     shim = shim_totals(config.shim_ledger_url)
-    write_result(config.out, {
-        "instance_id": task.instance_id, "arm": config.arm, "model": config.model.model,
-        "exit_status": status, "message": message, "patch_kind": classify_patch(patch),
-        "patch_path": PATCH_FILE, "trajectory_path": TRAJECTORY_FILE, "totals": totals,
-        "shim": shim, "usage_disagreement": disagrees(outcome.usage, shim),
-    })  # fmt: skip
+    write_result(
+        config.out,
+        {
+            "instance_id": task.instance_id,
+            "arm": config.arm,
+            "model": config.model.model,
+            "exit_status": status,
+            "message": message,
+            "patch_kind": classify_patch(patch),
+            "patch_path": PATCH_FILE,
+            "trajectory_path": TRAJECTORY_FILE,
+            "totals": totals,
+            "shim": shim,
+            "usage_disagreement": disagrees(outcome.usage, shim),
+        },
+    )
     return Attempt(patch, status, config.out / TRAJECTORY_FILE, outcome.usage)
 
 

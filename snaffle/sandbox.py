@@ -228,9 +228,16 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap
     """Start in a new session and a pids cgroup when one is writable; read at most `cap` bytes; end the tree."""
     group = PidsGroup.create(confinement().max_processes)
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_child_setup(limits, group))  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_child_setup(limits, group),
+        )
     except OSError as exc:
         group.close()
         raise ToolFailure(f"could not start {argv[0]}: {exc}") from exc
@@ -279,8 +286,11 @@ def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tup
 def _child_setup(limits: Rlimits, group: PidsGroup) -> Callable[[], None]:
     def setup() -> None:
         group.join()
-        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_s), (resource.RLIMIT_AS, limits.memory_bytes),
-                            (resource.RLIMIT_FSIZE, limits.file_bytes)):  # fmt: skip
+        for kind, value in (
+            (resource.RLIMIT_CPU, limits.cpu_s),
+            (resource.RLIMIT_AS, limits.memory_bytes),
+            (resource.RLIMIT_FSIZE, limits.file_bytes),
+        ):
             if value:
                 resource.setrlimit(kind, (value, value))
         if group.path is None and os.geteuid() != 0:

@@ -113,8 +113,15 @@ def write_result(run_dir: Path, result: Mapping[str, Any]) -> Path:
     return path
 
 
-def header_event(task: Task, arm: str, model: str, base_url: str, limits: Limits, fixed_context_tokens: int | None,
-                 config: Mapping[str, object]) -> Event:  # fmt: skip
+def header_event(
+    task: Task,
+    arm: str,
+    model: str,
+    base_url: str,
+    limits: Limits,
+    fixed_context_tokens: int | None,
+    config: Mapping[str, object],
+) -> Event:
     """The first line: the format, what runs on which task and model, under which caps."""
     return {
         "type": "header",
@@ -136,15 +143,23 @@ def header_event(task: Task, arm: str, model: str, base_url: str, limits: Limits
     }
 
 
-def model_call_event(turn: int, messages: Sequence[Message], sent: int, reply: ModelReply, usage: Usage,
-                     cumulative: Mapping[str, object]) -> Event:  # fmt: skip
+def model_call_event(
+    turn: int, messages: Sequence[Message], sent: int, reply: ModelReply, usage: Usage, cumulative: Mapping[str, object]
+) -> Event:
     """A `model_call` line: what was appended since the last call (`messages[sent:]`), the reply, its usage."""
     return {
-        "type": "model_call", "turn": turn, "messages_delta": list(messages[sent:]), "n_messages": len(messages),
-        "messages_digest": digest(messages), "prompt_estimate": tokens.count_messages(messages),
-        "response": response_record(reply), "usage": usage.as_dict(), "latency_s": round(reply.latency_s, 3),
-        "cumulative": dict(cumulative), "shim": dict(reply.shim),
-    }  # fmt: skip
+        "type": "model_call",
+        "turn": turn,
+        "messages_delta": list(messages[sent:]),
+        "n_messages": len(messages),
+        "messages_digest": digest(messages),
+        "prompt_estimate": tokens.count_messages(messages),
+        "response": response_record(reply),
+        "usage": usage.as_dict(),
+        "latency_s": round(reply.latency_s, 3),
+        "cumulative": dict(cumulative),
+        "shim": dict(reply.shim),
+    }
 
 
 def response_record(reply: ModelReply) -> dict[str, object]:
@@ -172,21 +187,34 @@ def retry_event(attempt: int, error: str, wait_s: float, sample: int | None = No
 def tool_call_event(turn: int, call: ToolCall, problem: str | None) -> Event:
     """A `tool_call` line; a call rejected for `problem` keeps its arguments as the model wrote them."""
     arguments = dict(call.arguments) if problem is None else call.raw_arguments
-    return {"type": "tool_call", "turn": turn, "id": call.id, "name": call.name, "arguments": arguments,
-            "valid": problem is None, "error": problem}  # fmt: skip
+    return {
+        "type": "tool_call",
+        "turn": turn,
+        "id": call.id,
+        "name": call.name,
+        "arguments": arguments,
+        "valid": problem is None,
+        "error": problem,
+    }
 
 
 def tool_result_event(turn: int, result: ToolResult, elapsed_s: float) -> Event:
     """A `tool_result` line: the observation as the model sees it."""
-    return {"type": "tool_result", "turn": turn, "call_id": result.call_id, "name": result.name,
-            "output": result.output, "ok": result.ok, "changed": result.changed,
-            "elapsed_s": round(elapsed_s, 3)}  # fmt: skip
+    return {
+        "type": "tool_result",
+        "turn": turn,
+        "call_id": result.call_id,
+        "name": result.name,
+        "output": result.output,
+        "ok": result.ok,
+        "changed": result.changed,
+        "elapsed_s": round(elapsed_s, 3),
+    }
 
 
 def gate_event(turn: int, call_id: str | None, gate: GateResult) -> Event:
     """A `gate` line: one gate's decision, bound to the call it was about (None: about the whole turn)."""
-    return {"type": "gate", "turn": turn, "call_id": call_id, "gate": gate.gate, "ok": gate.ok,
-            "reason": gate.reason}  # fmt: skip
+    return {"type": "gate", "turn": turn, "call_id": call_id, "gate": gate.gate, "ok": gate.ok, "reason": gate.reason}
 
 
 def collapse_event(turn: int, call_id: str, name: str, label: str) -> Event:
@@ -196,8 +224,13 @@ def collapse_event(turn: int, call_id: str, name: str, label: str) -> Event:
 
 def compaction_event(turn: int, before_tokens: int, after_tokens: int, summary: str) -> Event:
     """A `compaction` line: the context shrunk because it neared the window."""
-    return {"type": "compaction", "before_tokens": before_tokens, "after_tokens": after_tokens, "summary": summary,
-            "turn": turn}  # fmt: skip
+    return {
+        "type": "compaction",
+        "before_tokens": before_tokens,
+        "after_tokens": after_tokens,
+        "summary": summary,
+        "turn": turn,
+    }
 
 
 def stage_event(stage: str, decision: str, **fields: object) -> Event:

@@ -108,8 +108,14 @@ class Workspace:
         """Apply a patch made against the starting tree to this working tree."""
         if not patch.strip():
             return
-        proc = subprocess.run([*SAFE_GIT, "apply", "--whitespace=nowarn", "-"], cwd=self.root, env=git_env(),
-                              input=patch.encode(), capture_output=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
+        proc = subprocess.run(
+            [*SAFE_GIT, "apply", "--whitespace=nowarn", "-"],
+            cwd=self.root,
+            env=git_env(),
+            input=patch.encode(),
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+        )
         if proc.returncode != 0:
             raise UserError(f"patch does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
 

@@ -62,15 +62,34 @@ def test_plant_replaces_the_one_match() -> None:
 
 
 def fake_row(variant: str, task: str, resolved: bool, output: int, wall: float, **extra: Any) -> dict[str, Any]:
-    row = {"kind": "run", "variant": variant, "arm": variant, "task": task, "status": "validated",
-           "resolved": resolved, "prompt_tokens": 10 * output, "output_tokens": output, "calls": 2,
-           "wall_s": wall, "samples": 0, "applied_samples": 0}  # fmt: skip
+    row = {
+        "kind": "run",
+        "variant": variant,
+        "arm": variant,
+        "task": task,
+        "status": "validated",
+        "resolved": resolved,
+        "prompt_tokens": 10 * output,
+        "output_tokens": output,
+        "calls": 2,
+        "wall_s": wall,
+        "samples": 0,
+        "applied_samples": 0,
+    }
     return {**row, **extra}
 
 
 def test_table_counts_resolves_and_ratios_against_the_baseline() -> None:
-    speed = {"kind": "speed", "model": "m", "prompt_tokens": 1000, "prefill_s": 25.0, "prefill_tps": 40.0,
-             "output_tokens": 96, "decode_s": 8.0, "decode_tps": 12.0}  # fmt: skip
+    speed = {
+        "kind": "speed",
+        "model": "m",
+        "prompt_tokens": 1000,
+        "prefill_s": 25.0,
+        "prefill_tps": 40.0,
+        "output_tokens": 96,
+        "decode_s": 8.0,
+        "decode_tps": 12.0,
+    }
     rows = [
         speed,
         fake_row("minimal", "t1", True, 100, 10.0),
@@ -94,8 +113,12 @@ def test_table_counts_resolves_and_ratios_against_the_baseline() -> None:
 def test_variants_for_ablation_pairs_each_arm(tmp_path: Path) -> None:
     args = ab.parse_args(["--ablate", "lint_gate", "--arms", "structured,agentless"])
     variants, baseline = ab.variants_for(args)
-    assert [v.label for v in variants] == ["structured", "structured-no-lint_gate", "agentless",
-                                           "agentless-no-lint_gate"]  # fmt: skip
+    assert [v.label for v in variants] == [
+        "structured",
+        "structured-no-lint_gate",
+        "agentless",
+        "agentless-no-lint_gate",
+    ]
     assert baseline == "structured"
     assert not variants[1].mechanisms.lint_gate and variants[0].mechanisms.lint_gate
     formats, base = ab.variants_for(ab.parse_args(["--edit-formats"]))

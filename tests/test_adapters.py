@@ -31,8 +31,18 @@ from tests.swebench_helpers import (
     write_jsonl,
 )
 
-EVENT_TYPES = {"header", "model_call", "retry", "tool_call", "gate", "tool_result", "collapse", "compaction", "stage",
-               "exit"}  # fmt: skip
+EVENT_TYPES = {
+    "header",
+    "model_call",
+    "retry",
+    "tool_call",
+    "gate",
+    "tool_result",
+    "collapse",
+    "compaction",
+    "stage",
+    "exit",
+}
 
 
 def check_schema(path: Path) -> list[dict[str, Any]]:
@@ -77,16 +87,28 @@ def mini_traj(exit_extra: dict[str, Any]) -> dict[str, Any]:
         "messages": [
             {"role": "system", "content": "sys"},
             {"role": "user", "content": "task", "extra": {}},
-            {"role": "assistant", "content": "look", "tool_calls": [call],
-             "extra": {"actions": [{"command": "ls", "tool_call_id": "call_a"}], "cost": 0.5, "timestamp": 10.0,
-                       "response": {"usage": usage, "choices": [{"finish_reason": "tool_calls"}]}}},
-            {"role": "tool", "tool_call_id": "call_a", "content": "a.py", "extra": {"raw_output": "a.py",
-                                                                                   "returncode": 0, "timestamp": 11.0}},
+            {
+                "role": "assistant",
+                "content": "look",
+                "tool_calls": [call],
+                "extra": {
+                    "actions": [{"command": "ls", "tool_call_id": "call_a"}],
+                    "cost": 0.5,
+                    "timestamp": 10.0,
+                    "response": {"usage": usage, "choices": [{"finish_reason": "tool_calls"}]},
+                },
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call_a",
+                "content": "a.py",
+                "extra": {"raw_output": "a.py", "returncode": 0, "timestamp": 11.0},
+            },
             {"role": "assistant", "content": "no call", "extra": {"timestamp": 13.5, "response": {"usage": usage}}},
             {"role": "user", "content": "Format error", "extra": {"interrupt_type": "FormatError"}},
             {"role": "exit", "content": "", "extra": exit_extra},
         ],
-    }  # fmt: skip
+    }
 
 
 def test_mini_trajectory_converts_to_snaffle_events() -> None:
@@ -95,8 +117,13 @@ def test_mini_trajectory_converts_to_snaffle_events() -> None:
     assert [e["type"] for e in events] == ["model_call", "tool_call", "tool_result", "model_call", "gate"]
     first, call, result, second = events[:4]
     assert [m["role"] for m in first["messages_delta"]] == ["system", "user"] and first["latency_s"] == 0.0
-    assert first["usage"] == {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40,
-                              "reasoning_tokens": 0, "dollars": 0.5}  # fmt: skip
+    assert first["usage"] == {
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "cached_tokens": 40,
+        "reasoning_tokens": 0,
+        "dollars": 0.5,
+    }
     assert call["id"] == result["call_id"] == "call_a" and call["arguments"] == {"command": "ls"}
     assert result["ok"] is True and result["output"] == "a.py"
     assert second["latency_s"] == 2.5 and second["cumulative"]["prompt_tokens"] == 200
@@ -106,12 +133,17 @@ def test_mini_trajectory_converts_to_snaffle_events() -> None:
 
 @pytest.mark.parametrize(
     ("status", "calls", "exception", "expected"),
-    [("Submitted", 1, "", "submitted"), ("LimitsExceeded", 5, "", "max_turns_exceeded"),
-     ("LimitsExceeded", 2, "", "budget_exceeded"), ("TimeExceeded", 1, "", "timeout"),
-     ("RepeatedFormatError", 3, "", "malformed_tool_calls"),
-     ("RateLimitError", 1, "budget_exceeded", "budget_exceeded"),
-     ("APIConnectionError", 1, "refused", "model_error"), ("", 0, "", "interrupted")],
-)  # fmt: skip
+    [
+        ("Submitted", 1, "", "submitted"),
+        ("LimitsExceeded", 5, "", "max_turns_exceeded"),
+        ("LimitsExceeded", 2, "", "budget_exceeded"),
+        ("TimeExceeded", 1, "", "timeout"),
+        ("RepeatedFormatError", 3, "", "malformed_tool_calls"),
+        ("RateLimitError", 1, "budget_exceeded", "budget_exceeded"),
+        ("APIConnectionError", 1, "refused", "model_error"),
+        ("", 0, "", "interrupted"),
+    ],
+)
 def test_mini_exit_statuses(status: str, calls: int, exception: str, expected: str) -> None:
     info = {"exit_status": status, "model_stats": {"api_calls": calls}}
     assert exit_status(info, exception, step_limit=5) == expected
@@ -121,11 +153,23 @@ def test_mini_swe_agent_in_a_batch(tmp_path: Path, scripted: Start) -> None:
     pytest.importorskip("minisweagent")
     mirror, commits = make_mirror(tmp_path)
     submit = {"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}
-    server = scripted([{"content": "Fix, then submit.", "tool_calls": [
-        {"name": "bash", "arguments": {"command": FIX_COMMAND}}, submit]}])  # fmt: skip
+    server = scripted(
+        [
+            {
+                "content": "Fix, then submit.",
+                "tool_calls": [{"name": "bash", "arguments": {"command": FIX_COMMAND}}, submit],
+            }
+        ]
+    )
     instances = load_instances(write_jsonl(tmp_path / "i.jsonl", three_instances(commits)[:1]))
-    config = BatchConfig(instances, AdapterSpec("mini-swe-agent", "scripted"), server.base_url, tmp_path / "out",
-                         Limits(max_turns=5, timeout_s=120), Sources(mirror))  # fmt: skip
+    config = BatchConfig(
+        instances,
+        AdapterSpec("mini-swe-agent", "scripted"),
+        server.base_url,
+        tmp_path / "out",
+        Limits(max_turns=5, timeout_s=120),
+        Sources(mirror),
+    )
     summary = run_batch(config, LineProgress(io.StringIO()))
     assert summary.statuses == {"acme__calc-1": "submitted"}
     (row,) = read_jsonl(tmp_path / "out" / "predictions.jsonl")
@@ -138,6 +182,10 @@ def test_mini_swe_agent_in_a_batch(tmp_path: Path, scripted: Start) -> None:
     assert (run_dir / "mini.traj.json").is_file() and (run_dir / "patch.diff").read_text() == row["model_patch"]
     assert_hidden_fields_unseen([r.body for r in server.requests])
     if importlib.util.find_spec("snaffle.trace") is not None:
-        shown = subprocess.run([sys.executable, "-m", "snaffle.trace.cli", "trace", "show", str(run_dir)],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        shown = subprocess.run(
+            [sys.executable, "-m", "snaffle.trace.cli", "trace", "show", str(run_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert shown.returncode == 0 and "submitted" in shown.stdout, shown.stderr

@@ -19,8 +19,12 @@ from replay import ReplayProxy, ReplayStore, request_key  # noqa: E402 - bench/ 
 
 def chat(base_url: str, content: str, **extra: Any) -> tuple[int, dict[str, Any]]:
     body = {"model": "m", "messages": [{"role": "user", "content": content}], **extra}
-    request = urllib.request.Request(base_url + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")  # fmt: skip
+    request = urllib.request.Request(
+        base_url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())

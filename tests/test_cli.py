@@ -17,8 +17,9 @@ from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash
 
 
 def snaffle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snaffle.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "snaffle.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def minimal_solve(repo: Path, issue: str, base_url: str, out: Path) -> list[str]:

@@ -45,8 +45,9 @@ def test_str_replace_must_match_exactly_once(editor: Editor) -> None:
         editor.str_replace_editor("str_replace", "pkg/mod.py", old_str="return 1", new_str="return 2")
     with pytest.raises(ToolFailure, match="whitespace is ignored"):
         editor.str_replace_editor("str_replace", "pkg/mod.py", old_str="def f():\nreturn 1", new_str="")
-    out = editor.str_replace_editor("str_replace", "pkg/mod.py", old_str="def g():\n    return 1",
-                                    new_str="def g():\n    return 2")  # fmt: skip
+    out = editor.str_replace_editor(
+        "str_replace", "pkg/mod.py", old_str="def g():\n    return 1", new_str="def g():\n    return 2"
+    )
     assert "return 2" in out and read(editor, "pkg/mod.py").endswith("return 2\n")
 
 

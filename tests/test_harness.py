@@ -137,12 +137,14 @@ def test_wall_clock_cap_cuts_a_slow_call(calc_repo: Path, scripted: Start, tmp_p
 
 
 def test_retries_on_429_and_500_then_succeed(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
-    server = scripted([
-        {"status": 429, "headers": {"retry-after": "0"}},
-        {"status": 500},
-        {"content": "DONE"},
-        {"content": "DONE"},
-    ])  # fmt: skip
+    server = scripted(
+        [
+            {"status": 429, "headers": {"retry-after": "0"}},
+            {"status": 500},
+            {"content": "DONE"},
+            {"content": "DONE"},
+        ]
+    )
     slept: list[float] = []
     attempt = run(calc_repo, server, tmp_path / "run", retry_sleep=slept.append)
     assert attempt.exit_status == "submitted"
@@ -191,11 +193,13 @@ def test_a_rejected_call_leaves_the_repo_unchanged(calc_repo: Path, scripted: St
         "new_str": "a + b",
         "x": 1,
     }
-    server = scripted([
-        {"tool_calls": [{"name": "str_replace_editor", "arguments": wrong}]},
-        {"tool_calls": [{"name": "str_replace_editor", "arguments": extra}]},
-        {"tool_calls": [{"name": "bash", "arguments": {"cmd": "rm -rf calc"}}]},
-    ])  # fmt: skip
+    server = scripted(
+        [
+            {"tool_calls": [{"name": "str_replace_editor", "arguments": wrong}]},
+            {"tool_calls": [{"name": "str_replace_editor", "arguments": extra}]},
+            {"tool_calls": [{"name": "bash", "arguments": {"cmd": "rm -rf calc"}}]},
+        ]
+    )
     attempt = run(calc_repo, server, tmp_path / "run")
     assert attempt.exit_status == "malformed_tool_calls" and attempt.patch == ""
     assert (calc_repo / "calc" / "__init__.py").read_bytes() == before

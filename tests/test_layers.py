@@ -210,15 +210,18 @@ def write_package(root: Path, files: Mapping[str, str]) -> Path:
 
 
 def test_the_graph_counts_lazy_type_checking_and_relative_imports(tmp_path: Path) -> None:
-    root = write_package(tmp_path / "pkg", {
-        "__init__.py": "",
-        "low.py": "import os\n",
-        "mid.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import thing\n",
-        "top.py": "def later():\n    import pkg.mid\n",
-        "sub/__init__.py": "from . import leaf\n",
-        "sub/leaf.py": "from .. import low\nfrom ..sub import NAME\n",
-        "examples/demo/repo/stats.py": "import pkg.top\n",
-    })  # fmt: skip
+    root = write_package(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "",
+            "low.py": "import os\n",
+            "mid.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import thing\n",
+            "top.py": "def later():\n    import pkg.mid\n",
+            "sub/__init__.py": "from . import leaf\n",
+            "sub/leaf.py": "from .. import low\nfrom ..sub import NAME\n",
+            "examples/demo/repo/stats.py": "import pkg.top\n",
+        },
+    )
     assert import_graph(root, "pkg") == {
         "pkg": set(),
         "pkg.low": set(),

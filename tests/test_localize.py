@@ -71,8 +71,16 @@ def test_issue_parsing() -> None:
     assert [f.function for f in frames(TRACEBACK)] == ["total", "price"]
     assert frames("tests/test_x.py:12: in test_y\n")[0].line == 12
     assert parse_issue("calc Rational('0.5', '100') is wrong (twice)").prose_identifiers == ("Rational",)
-    assert tokenize("parseHTTPHeader snake_case_name") == ["parse", "http", "header", "parsehttpheader", "snake",
-                                                            "case", "name", "snake_case_name"]  # fmt: skip
+    assert tokenize("parseHTTPHeader snake_case_name") == [
+        "parse",
+        "http",
+        "header",
+        "parsehttpheader",
+        "snake",
+        "case",
+        "name",
+        "snake_case_name",
+    ]
 
 
 def test_noise_is_stripped_before_parsing() -> None:
@@ -92,7 +100,11 @@ def test_quotes_are_message_runs_and_code_lines() -> None:
 
 def test_imports_and_assignments_of_the_issue_code() -> None:
     assert imports("import numpy as np\nfrom shop import cart, pricing as p\nimport os.path\n") == [
-        ("np", "numpy"), ("cart", "shop.cart"), ("p", "shop.pricing"), ("os", "os")]  # fmt: skip
+        ("np", "numpy"),
+        ("cart", "shop.cart"),
+        ("p", "shop.pricing"),
+        ("os", "os"),
+    ]
     assert parse_issue("```\n>>> cart, n = Cart(), 3\n```").assigned == ("cart", "n")
 
 
@@ -208,9 +220,26 @@ def test_sbfl_from_real_coverage(calc_repo: Path, tmp_path: Path) -> None:
 
 
 def test_localize_cli_contract(calc_repo: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "snaffle.cli", "localize", "--repo", str(calc_repo), "--issue",
-                           "add returns the wrong sum", "--failing-test", "tests/test_calc.py::test_add", "--top", "3",
-                           "--json"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snaffle.cli",
+            "localize",
+            "--repo",
+            str(calc_repo),
+            "--issue",
+            "add returns the wrong sum",
+            "--failing-test",
+            "tests/test_calc.py::test_add",
+            "--top",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert set(result) == {"files", "entities", "elapsed_s"}

@@ -43,18 +43,24 @@ def test_native_tool_calls_and_reasoning_are_kept() -> None:
     ("text", "expected"),
     [
         ('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>', [("bash", {"command": "ls"})]),
-        ('I will look.\n<tool_call>\n{"name": "bash", "arguments": "{\\"command\\": \\"pwd\\"}"}\n</tool_call>',
-         [("bash", {"command": "pwd"})]),
-        ('<tool_call>{"name": "a", "arguments": {}}</tool_call> then <tool_call>{"name": "b", "arguments": {}}',
-         [("a", {}), ("b", {})]),
+        (
+            'I will look.\n<tool_call>\n{"name": "bash", "arguments": "{\\"command\\": \\"pwd\\"}"}\n</tool_call>',
+            [("bash", {"command": "pwd"})],
+        ),
+        (
+            '<tool_call>{"name": "a", "arguments": {}}</tool_call> then <tool_call>{"name": "b", "arguments": {}}',
+            [("a", {}), ("b", {})],
+        ),
         ("no call here", []),
         ('```json\n{"name": "run_test", "arguments": {"target": "t.py"}}\n```', [("run_test", {"target": "t.py"})]),
-        ('I will search.\n{"name": "search_code", "arguments": {"query": "def f"}} and {"a": 1}',
-         [("search_code", {"query": "def f"})]),
+        (
+            'I will search.\n{"name": "search_code", "arguments": {"query": "def f"}} and {"a": 1}',
+            [("search_code", {"query": "def f"})],
+        ),
         ('{"name": "a", "parameters": {"x": 1}}\n{"name": "b", "arguments": {}}', [("a", {"x": 1}), ("b", {})]),
         ('{"unrelated": {"name": "x"}}', []),
     ],
-)  # fmt: skip
+)
 def test_text_protocol_calls(text: str, expected: list[tuple[str, dict[str, str]]]) -> None:
     calls = decode_text_calls(text)
     assert [(c.name, dict(c.arguments)) for c in calls] == expected
@@ -69,8 +75,9 @@ def test_text_protocol_malformed_calls_carry_the_error() -> None:
 
 
 def test_text_protocol_reply_is_decoded_when_server_has_no_native_calls() -> None:
-    reply = decode_reply(completion({"content": '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}'
-                                                "</tool_call>"}), 0.1, {})  # fmt: skip
+    reply = decode_reply(
+        completion({"content": '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'}), 0.1, {}
+    )
     assert reply.protocol == "text" and reply.tool_calls[0].name == "bash"
 
 
@@ -119,8 +126,11 @@ def recording_model(base_url: str, hooked: list[tuple[int, float]], slept: list[
 def test_retries_on_429_and_500_then_succeed_within_the_schedule() -> None:
     hooked: list[tuple[int, float]] = []
     slept: list[float] = []
-    script: list[dict[str, object]] = [{"status": 429, "headers": {"retry-after": "0"}}, {"status": 500},
-                                       {"content": "DONE"}]  # fmt: skip
+    script: list[dict[str, object]] = [
+        {"status": 429, "headers": {"retry-after": "0"}},
+        {"status": 500},
+        {"content": "DONE"},
+    ]
     with ScriptedServer(script) as server:
         reply = recording_model(server.base_url, hooked, slept).complete(HELLO, [])
         assert reply.content == "DONE" and len(server.requests) == 3

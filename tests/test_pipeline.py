@@ -30,8 +30,14 @@ def edit(selector: str, search: str, replace: str) -> dict[str, Any]:
 
 
 def agentless(repo: Path, issue: str, server_url: str, out: Path, **pipeline: Any) -> Attempt:
-    config = SolveConfig("agentless", ModelConfig(server_url, "scripted"), Limits(max_turns=40), out, zero_pricer,
-                         pipeline=PipelineConfig(**pipeline))  # fmt: skip
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(server_url, "scripted"),
+        Limits(max_turns=40),
+        out,
+        zero_pricer,
+        pipeline=PipelineConfig(**pipeline),
+    )
     return solve(Task(repo=repo, issue=issue), config)
 
 
@@ -54,8 +60,14 @@ def test_traceback_issue_is_fixed_by_vote(calc_repo: Path, scripted: Start, tmp_
     fix = edit("calc/__init__.py::add", "return a - b", "return a + b")
     same_fix_commented = edit("calc/__init__.py::add", "return a - b", "return a + b  # was a subtraction")
     other_fix = edit("calc/__init__.py::add", "return a - b", "return sum((a, b))")
-    script = [{**fix, "expect": {"temperature": 0.0}}, DONE, {**other_fix, "expect": {"temperature": 0.8}}, DONE,
-              same_fix_commented, DONE]  # fmt: skip
+    script = [
+        {**fix, "expect": {"temperature": 0.0}},
+        DONE,
+        {**other_fix, "expect": {"temperature": 0.8}},
+        DONE,
+        same_fix_commented,
+        DONE,
+    ]
     server = scripted(script)
     out = tmp_path / "run"
     attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, reproduce=False)
@@ -103,8 +115,11 @@ REPRO_TEST = (
 def test_behaviour_issue_with_a_reproduction_test(scripted: Start, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "textkit", TEXT_FILES)
     wrong = edit("textkit/titles.py::title_case", 'return " ".join(out)', 'return " ".join(out).title()')
-    right = edit("textkit/titles.py::title_case", "            out.append(word.capitalize())\n        else:",
-                 "            out.append(word)\n        else:")  # fmt: skip
+    right = edit(
+        "textkit/titles.py::title_case",
+        "            out.append(word.capitalize())\n        else:",
+        "            out.append(word)\n        else:",
+    )
     server = scripted([{"content": REPRO_TEST}, wrong, DONE, right, DONE])
     out = tmp_path / "run"
     attempt = agentless(repo, BEHAVIOUR_ISSUE, server.base_url, out, samples=2)
@@ -227,8 +242,9 @@ def test_one_shot_search_replace_with_stripped_indentation_is_recovered(scripted
     )
     server = scripted([{"content": answer}])
     out = tmp_path / "run"
-    attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True,
-                        edit_format="search_replace")  # fmt: skip
+    attempt = agentless(
+        repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True, edit_format="search_replace"
+    )
     assert attempt.exit_status == "submitted", stages(out)
     assert "+            return sum(1 for item in self.items if item == name)\n" in attempt.patch
     gates = [g["gate"] for g in read_trajectory(out / "trajectory.jsonl").of_type("gate")]
@@ -243,8 +259,14 @@ def test_failing_test_drives_sbfl_stop_after_green_and_validation(
     green = {"tool_calls": [{"name": "run_test", "arguments": {"target": "tests/test_calc.py::test_add"}}]}
     server = scripted([fix, green])
     out = tmp_path / "run"
-    config = SolveConfig("agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=10), out, zero_pricer,
-                         pipeline=PipelineConfig(samples=1))  # fmt: skip
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(server.base_url, "scripted"),
+        Limits(max_turns=10),
+        out,
+        zero_pricer,
+        pipeline=PipelineConfig(samples=1),
+    )
     task = Task(repo=calc_repo, issue="add is wrong", failing_test="tests/test_calc.py::test_add")
     attempt = solve(task, config)
     assert attempt.exit_status == "validated", stages(out)
@@ -279,8 +301,14 @@ def test_a_docstring_only_patch_is_not_a_fix(calc_repo: Path, scripted: Start, t
 
 
 def test_a_src_layout_repo_is_validated_by_its_own_tests(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "proj", {"src/calc/__init__.py": CALC_SOURCE, "tests/test_calc.py": CALC_TEST,
-                                         "pyproject.toml": "[project]\nname = 'calc'\n"})  # fmt: skip
+    repo = make_repo(
+        tmp_path / "proj",
+        {
+            "src/calc/__init__.py": CALC_SOURCE,
+            "tests/test_calc.py": CALC_TEST,
+            "pyproject.toml": "[project]\nname = 'calc'\n",
+        },
+    )
     fix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
     server = scripted([{"content": fix}])
     out = tmp_path / "run"
@@ -310,8 +338,9 @@ def test_a_model_measured_to_do_better_one_shot_gets_it_by_default(
     server = scripted([{"content": fix}])
     out = tmp_path / "run"
     model = ModelConfig(server.base_url, "qwen2.5-coder-1.5b-instruct-q4_k_m")
-    config = SolveConfig("agentless", model, Limits(max_turns=5), out, zero_pricer,
-                         pipeline=PipelineConfig(samples=1, reproduce=False))  # fmt: skip
+    config = SolveConfig(
+        "agentless", model, Limits(max_turns=5), out, zero_pricer, pipeline=PipelineConfig(samples=1, reproduce=False)
+    )
     attempt = solve(Task(calc_repo, TRACEBACK_ISSUE), config)
     assert attempt.exit_status == "validated" and len(server.requests) == 1
     assert "tools" not in server.requests[0].body

@@ -33,8 +33,14 @@ def test_a_run_sends_the_overridden_prompt(
     monkeypatch.setenv(prompts.OVERRIDE_ENV, str(custom))
     fix = "```python\ndef add(a, b):\n    return a + b\n```"
     server = scripted([{"content": fix, "expect_contains": "TUNED PROMPT"}])
-    config = SolveConfig("agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=5), tmp_path / "out",
-                         zero_pricer, pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False))  # fmt: skip
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(server.base_url, "scripted"),
+        Limits(max_turns=5),
+        tmp_path / "out",
+        zero_pricer,
+        pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False),
+    )
     attempt = solve(Task(calc_repo, CALC_ISSUE), config)
     assert attempt.exit_status == "validated" and "+    return a + b" in attempt.patch
 

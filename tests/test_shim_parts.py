@@ -276,9 +276,20 @@ def test_the_token_estimate_counts_messages_tools_and_max_tokens() -> None:
 
 def row(call: int, status: int = 200, error: str | None = None, tokens: int = 10) -> LedgerRow:
     return LedgerRow(
-        ts=1000.0 + call, run="r", instance="i", call=call, model="m", stream=False, status=status,
-        latency_ms=1.0, ttfb_ms=0.5, prompt_tokens=tokens, completion_tokens=1, dollars=0.01, error_type=error,
-    )  # fmt: skip
+        ts=1000.0 + call,
+        run="r",
+        instance="i",
+        call=call,
+        model="m",
+        stream=False,
+        status=status,
+        latency_ms=1.0,
+        ttfb_ms=0.5,
+        prompt_tokens=tokens,
+        completion_tokens=1,
+        dollars=0.01,
+        error_type=error,
+    )
 
 
 def test_ledger_rows_persist_and_totals_match_the_fold(tmp_path: Path) -> None:

@@ -71,8 +71,14 @@ def test_ablations_switch_gates_off(calc_repo: Path, scripted: Start, tmp_path: 
     server = scripted([edit, {"content": "DONE"}])
     out = tmp_path / "run"
     mechanisms = ALL_MECHANISMS.without("lint_gate").without("evidence_gate")
-    config = SolveConfig("structured", ModelConfig(server.base_url, "scripted"), Limits(max_turns=5), out, zero_pricer,
-                         mechanisms=mechanisms)  # fmt: skip
+    config = SolveConfig(
+        "structured",
+        ModelConfig(server.base_url, "scripted"),
+        Limits(max_turns=5),
+        out,
+        zero_pricer,
+        mechanisms=mechanisms,
+    )
     attempt = solve(Task(repo=calc_repo, issue=CALC_ISSUE), config)
     assert "return a + c" in attempt.patch  # neither the evidence gate nor the lint gate stood in the way
     assert list(read_trajectory(out / "trajectory.jsonl").of_type("gate")) == []

@@ -63,29 +63,60 @@ def test_local_grader_verdicts(tmp_path: Path, calc_specs: None, capsys: pytest.
     cheat = diff_of(src, "tests/test_calc.py", "assert add(2, 3) == 5", "assert True")
     test_patch = diff_of(src, "tests/test_calc.py", "    assert mul(2, 3) == 6\n", NEW_TEST)
     common = {"test_patch": test_patch, "FAIL_TO_PASS": json.dumps(F2P), "PASS_TO_PASS": json.dumps(P2P)}
-    rows = [instance(f"acme__calc-{name}", "acme/calc", commits["calc-1"], **common, patch=gold)
-            for name in ("gold", "empty", "bad", "cheat")]  # fmt: skip
-    rows += [instance("acme__calc-envbroken", "acme/calc", commits["calc-1"], **common, patch=cheat),
-             instance("acme__calc-oldpy", "acme/calc", commits["calc-1"], version="0.0"),
-             instance("acme__calc-nospec", "acme/calc", commits["calc-1"], version="7.7"),
-             instance("acme__nothing-1", "acme/nothing", "0" * 40)]  # fmt: skip
-    predictions = {"acme__calc-gold": gold, "acme__calc-empty": "", "acme__calc-bad": "diff --git a/x b/x\nnonsense\n",
-                   "acme__calc-cheat": cheat, "acme__calc-envbroken": gold, "acme__calc-oldpy": gold,
-                   "acme__calc-nospec": gold, "acme__nothing-1": gold}  # fmt: skip
-    preds = write_jsonl(tmp_path / "preds.jsonl", [{"instance_id": k, "model_name_or_path": "m", "model_patch": v}
-                                                   for k, v in predictions.items()])  # fmt: skip
+    rows = [
+        instance(f"acme__calc-{name}", "acme/calc", commits["calc-1"], **common, patch=gold)
+        for name in ("gold", "empty", "bad", "cheat")
+    ]
+    rows += [
+        instance("acme__calc-envbroken", "acme/calc", commits["calc-1"], **common, patch=cheat),
+        instance("acme__calc-oldpy", "acme/calc", commits["calc-1"], version="0.0"),
+        instance("acme__calc-nospec", "acme/calc", commits["calc-1"], version="7.7"),
+        instance("acme__nothing-1", "acme/nothing", "0" * 40),
+    ]
+    predictions = {
+        "acme__calc-gold": gold,
+        "acme__calc-empty": "",
+        "acme__calc-bad": "diff --git a/x b/x\nnonsense\n",
+        "acme__calc-cheat": cheat,
+        "acme__calc-envbroken": gold,
+        "acme__calc-oldpy": gold,
+        "acme__calc-nospec": gold,
+        "acme__nothing-1": gold,
+    }
+    preds = write_jsonl(
+        tmp_path / "preds.jsonl",
+        [{"instance_id": k, "model_name_or_path": "m", "model_patch": v} for k, v in predictions.items()],
+    )
     out = tmp_path / "graded"
-    code = cli.main(["grade", "--instances", str(write_jsonl(tmp_path / "i.jsonl", rows)), "--predictions",
-                     str(preds), "--repos", str(mirror), "--out", str(out), "--grader", "local",
-                     "--env-dir", str(tmp_path / "envs")])  # fmt: skip
+    code = cli.main(
+        [
+            "grade",
+            "--instances",
+            str(write_jsonl(tmp_path / "i.jsonl", rows)),
+            "--predictions",
+            str(preds),
+            "--repos",
+            str(mirror),
+            "--out",
+            str(out),
+            "--grader",
+            "local",
+            "--env-dir",
+            str(tmp_path / "envs"),
+        ]
+    )
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     assert report["statuses"] == {
-        "acme__calc-gold": "resolved", "acme__calc-empty": "unresolved", "acme__calc-bad": "error",
-        "acme__calc-cheat": "unresolved", "acme__calc-envbroken": "env_unavailable",
-        "acme__calc-oldpy": "env_unavailable", "acme__calc-nospec": "env_unavailable",
+        "acme__calc-gold": "resolved",
+        "acme__calc-empty": "unresolved",
+        "acme__calc-bad": "error",
+        "acme__calc-cheat": "unresolved",
+        "acme__calc-envbroken": "env_unavailable",
+        "acme__calc-oldpy": "env_unavailable",
+        "acme__calc-nospec": "env_unavailable",
         "acme__nothing-1": "env_unavailable",
-    }  # fmt: skip
+    }
     assert report["resolved_ids"] == ["acme__calc-gold"] and report["empty_patch_ids"] == ["acme__calc-empty"]
     assert report["env_unavailable_instances"] == 4 and report["completed_instances"] == 3
     assert "the gold patch does not resolve here" in report["reasons"]["acme__calc-envbroken"]
@@ -127,8 +158,9 @@ def test_real_instance_gold_resolves_and_empty_fails(tmp_path: Path, patch: str,
     if patch == "empty":
         row = {"instance_id": REAL_INSTANCE, "model_name_or_path": "m", "model_patch": ""}
         predictions = write_jsonl(tmp_path / "p.jsonl", [row])
-    config = GradeConfig(tuple(chosen), predictions, tmp_path / "out", Sources(MIRRORS), grader="local",
-                         env_dir=tmp_path / "envs")  # fmt: skip
+    config = GradeConfig(
+        tuple(chosen), predictions, tmp_path / "out", Sources(MIRRORS), grader="local", env_dir=tmp_path / "envs"
+    )
     report = grade(config)
     assert report["statuses"] == {REAL_INSTANCE: status}, report.get("reasons")
     tests = json.loads((tmp_path / "out" / REAL_INSTANCE / "report.json").read_text())[REAL_INSTANCE]["tests_status"]

@@ -57,8 +57,16 @@ def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
         load_instances(write_jsonl(tmp_path / "d.jsonl", rows(2) + rows(1)))
 
 
-@pytest.mark.parametrize(("text", "expected"), [("1:3", slice(1, 3)), (":2", slice(None, 2)), ("4:", slice(4, None)),
-                                                 ("2", slice(2, 3)), ("-2:", slice(-2, None))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:3", slice(1, 3)),
+        (":2", slice(None, 2)),
+        ("4:", slice(4, None)),
+        ("2", slice(2, 3)),
+        ("-2:", slice(-2, None)),
+    ],
+)
 def test_parse_slice(text: str, expected: slice) -> None:
     assert parse_slice(text) == expected
 

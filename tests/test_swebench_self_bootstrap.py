@@ -49,25 +49,61 @@ def test_snaffle_fixes_a_bug_planted_in_itself(tmp_path: Path, scripted: Start) 
     assert GOOD in types.read_text()
     types.write_text(types.read_text().replace(GOOD, BAD))
     git(repo, "commit", "-q", "-am", "planted bug")
-    imported = subprocess.run([sys.executable, "-c", "import snaffle; print(snaffle.__file__)"], cwd=repo,
-                              capture_output=True, text=True, check=True)  # fmt: skip
+    imported = subprocess.run(
+        [sys.executable, "-c", "import snaffle; print(snaffle.__file__)"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert Path(imported.stdout.strip()).is_relative_to(repo)
     assert not own_tests_pass(repo)
     run_tests = {"tool_calls": [{"name": "bash", "arguments": {"command": f"python -m pytest -q {' '.join(TARGET)}"}}]}
     edit = {"command": "str_replace", "path": "snaffle/types.py", "old_str": BAD, "new_str": GOOD}
-    server = scripted([
-        run_tests,
-        {"tool_calls": [{"name": "str_replace_editor", "arguments": {"command": "view", "path": "snaffle/types.py",
-                                                                      "view_range": [36, 40]}}]},
-        {"content": "total_tokens subtracts; fixing it.", "tool_calls": [{"name": "str_replace_editor",
-                                                                          "arguments": edit}]},
-        run_tests,
-        {"content": "The token cap tests pass now.\nDONE"},
-    ])  # fmt: skip
+    server = scripted(
+        [
+            run_tests,
+            {
+                "tool_calls": [
+                    {
+                        "name": "str_replace_editor",
+                        "arguments": {"command": "view", "path": "snaffle/types.py", "view_range": [36, 40]},
+                    }
+                ]
+            },
+            {
+                "content": "total_tokens subtracts; fixing it.",
+                "tool_calls": [{"name": "str_replace_editor", "arguments": edit}],
+            },
+            run_tests,
+            {"content": "The token cap tests pass now.\nDONE"},
+        ]
+    )
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "snaffle.cli", "solve", "--repo", ".", "--arm", "minimal",
-                           "--issue", ISSUE, "--base-url", server.base_url, "--model", "scripted", "--out", str(out)],
-                          cwd=repo, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snaffle.cli",
+            "solve",
+            "--repo",
+            ".",
+            "--arm",
+            "minimal",
+            "--issue",
+            ISSUE,
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--out",
+            str(out),
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["exit_status"] == "submitted"
     assert f"+        {GOOD}" in (out / "patch.diff").read_text()

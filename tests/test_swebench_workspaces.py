@@ -106,8 +106,7 @@ def test_docker_image_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_TESTBED", str(testbed))
     monkeypatch.setenv("FAKE_DOCKER_LOG", str(tmp_path / "image"))
-    checkout = prepare_checkout("psf/requests", "a" * 40, tmp_path / "co", Sources(docker=True),
-                                "psf__requests-2931")  # fmt: skip
+    checkout = prepare_checkout("psf/requests", "a" * 40, tmp_path / "co", Sources(docker=True), "psf__requests-2931")
     assert checkout.source == "docker" and (checkout.path / "mod.py").is_file()
     assert (tmp_path / "image").read_text().strip() == "swebench/sweb.eval.x86_64.psf_1776_requests-2931:latest"
     assert docker_image("django__django-11099", "ns") == "ns/sweb.eval.x86_64.django_1776_django-11099:latest"

@@ -64,9 +64,17 @@ def test_markdown_table_head_to_head_and_interval(
         rows["re-runs, nothing changed (mean)"]
         == "| re-runs, nothing changed (mean) | 0.50 (2 in all) | 0.00 (0 in all) |"
     )
-    for name in ("cost per resolved", "cost per attempt", "agent time median (s)", "calls median",
-                 "fixed context (tokens)", "prompt tokens per call", "output tokens (mean)", "test runs (mean)",
-                 "test-file edits (mean)"):  # fmt: skip
+    for name in (
+        "cost per resolved",
+        "cost per attempt",
+        "agent time median (s)",
+        "calls median",
+        "fixed context (tokens)",
+        "prompt tokens per call",
+        "output tokens (mean)",
+        "test runs (mean)",
+        "test-file edits (mean)",
+    ):
         assert name in rows
     assert "resolved by both 1, only arm_a 1, only arm_b 0, neither 1" in out
     assert "Graded in arm_a only: 1" in out

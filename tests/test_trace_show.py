@@ -77,8 +77,14 @@ def test_missing_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_window_keeps_head_and_tail() -> None:
     text = "\n".join(f"line {i}" for i in range(100))
     shown = window(text, full=False, head=3, tail=2)
-    assert shown.splitlines() == ["line 0", "line 1", "line 2", "… 95 lines hidden (--full shows all) …",
-                                  "line 98", "line 99"]  # fmt: skip
+    assert shown.splitlines() == [
+        "line 0",
+        "line 1",
+        "line 2",
+        "… 95 lines hidden (--full shows all) …",
+        "line 98",
+        "line 99",
+    ]
     assert window(text, full=True) == text
     assert window("x" * 1000, full=False).endswith(" …") and len(window("x" * 1000, full=False)) < 500
 

@@ -87,7 +87,7 @@ SCENARIOS: dict[str, Scenario] = {
         ],
         "submitted",
         frozenset({"wrong_location", "gave_up_early"}),  # its tests still fail after the edit
-    ),  # fmt: skip
+    ),
     "context_pressure": Scenario(
         [
             tool("run_test", target="tests/test_calc.py"),
@@ -100,7 +100,7 @@ SCENARIOS: dict[str, Scenario] = {
         "submitted",
         frozenset({"context_pressure"}),
         arm="structured",
-    ),  # fmt: skip
+    ),
     "shim_dollars": Scenario(
         [{**e, "headers": {"x-snaffle-dollars": f"{0.25 * (i + 1)}"}} for i, e in enumerate(CLEAN)],
         "submitted",

@@ -38,19 +38,36 @@ class AdapterSpec:
         """The endpoint settings for one instance: this spec's model at `base_url` (usually the shim's)."""
         from snaffle.model.client import ModelConfig
 
-        return ModelConfig(base_url, self.model, self.api_key(), self.temperature, self.max_output_tokens,
-                           self.tool_protocol)  # fmt: skip
+        return ModelConfig(
+            base_url, self.model, self.api_key(), self.temperature, self.max_output_tokens, self.tool_protocol
+        )
 
 
 def write_external_result(
-    out: Path, spec: AdapterSpec, instance_id: str, status: str, message: str, patch: str, usage: Usage,
+    out: Path,
+    spec: AdapterSpec,
+    instance_id: str,
+    status: str,
+    message: str,
+    patch: str,
+    usage: Usage,
     totals: Mapping[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     """patch.diff and result.json in the same format `snaffle.run.solve` writes."""
     (out / PATCH_FILE).write_text(patch, encoding="utf-8")
-    write_result(out, {
-        "instance_id": instance_id, "arm": spec.name, "model": spec.model, "exit_status": status,
-        "message": message, "patch_kind": classify_patch(patch), "patch_path": PATCH_FILE,
-        "trajectory_path": TRAJECTORY_FILE, "totals": {**usage.as_dict(), **totals}, "shim": None,
-        "usage_disagreement": False,
-    })  # fmt: skip
+    write_result(
+        out,
+        {
+            "instance_id": instance_id,
+            "arm": spec.name,
+            "model": spec.model,
+            "exit_status": status,
+            "message": message,
+            "patch_kind": classify_patch(patch),
+            "patch_path": PATCH_FILE,
+            "trajectory_path": TRAJECTORY_FILE,
+            "totals": {**usage.as_dict(), **totals},
+            "shim": None,
+            "usage_disagreement": False,
+        },
+    )

@@ -70,13 +70,25 @@ class MiniSweAgentAdapter:
 
     def launch(self, config: Path, limits: Limits) -> bool:
         """Run the CLI to the end (or past the timeout); True when it had to be killed."""
-        command = [sys.executable, "-m", "minisweagent.run.mini", "-c", mini_base_config(self.spec), "-c",
-                   str(config), "-o", str(self.out / TRAJ_FILE), "--yolo", "--exit-immediately"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "minisweagent.run.mini",
+            "-c",
+            mini_base_config(self.spec),
+            "-c",
+            str(config),
+            "-o",
+            str(self.out / TRAJ_FILE),
+            "--yolo",
+            "--exit-immediately",
+        ]
         timeout = limits.timeout_s + GRACE_S if limits.timeout_s else None
         with tempfile.TemporaryDirectory(prefix="snaffle-mini-") as home, (self.out / LOG_FILE).open("wb") as log:
             env = {**os.environ, **OFFLINE_ENV, "MSWEA_GLOBAL_CONFIG_DIR": home, "OPENAI_API_KEY": self.spec.api_key()}
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
             try:
                 proc.wait(timeout=timeout)
                 return False
@@ -89,16 +101,28 @@ class MiniSweAgentAdapter:
                 raise
 
     def record(
-        self, task: Task, data: Mapping[str, Any], status: str, message: str, patch: str, base_url: str,
-        limits: Limits, elapsed_s: float,
-    ) -> Attempt:  # fmt: skip
+        self,
+        task: Task,
+        data: Mapping[str, Any],
+        status: str,
+        message: str,
+        patch: str,
+        base_url: str,
+        limits: Limits,
+        elapsed_s: float,
+    ) -> Attempt:
         """Write trajectory.jsonl (converted), patch.diff and result.json."""
         events = [header(self.spec, task, base_url, limits, data), *MiniConverter(data.get("messages") or []).convert()]
-        usage = sum((Usage(**{k: v for k, v in e["usage"].items()}) for e in events if e["type"] == "model_call"),
-                    Usage())  # fmt: skip
-        counts = {"turns": sum(e["type"] == "model_call" for e in events), "elapsed_s": round(elapsed_s, 3),
-                  "tool_calls": sum(e["type"] == "tool_call" for e in events), "rejected_calls": 0,
-                  "malformed_turns": sum(e["type"] == "gate" for e in events)}  # fmt: skip
+        usage = sum(
+            (Usage(**{k: v for k, v in e["usage"].items()}) for e in events if e["type"] == "model_call"), Usage()
+        )
+        counts = {
+            "turns": sum(e["type"] == "model_call" for e in events),
+            "elapsed_s": round(elapsed_s, 3),
+            "tool_calls": sum(e["type"] == "tool_call" for e in events),
+            "rejected_calls": 0,
+            "malformed_turns": sum(e["type"] == "gate" for e in events),
+        }
         writer = TrajectoryWriter(self.out / TRAJECTORY_FILE, (self.spec.api_key(),))
         try:
             for event in [*events, exit_event(status, message, patch, {**usage.as_dict(), **counts})]:
@@ -128,12 +152,20 @@ def mini_config(spec: AdapterSpec, task: Task, workdir: Path, limits: Limits, ba
         kwargs["temperature"] = spec.temperature
     if spec.max_output_tokens is not None:
         kwargs["max_tokens"] = spec.max_output_tokens
-    model: dict[str, Any] = {"model_name": f"openai/{spec.model}", "model_kwargs": kwargs,
-                             "cost_tracking": "ignore_errors"}  # fmt: skip
+    model: dict[str, Any] = {
+        "model_name": f"openai/{spec.model}",
+        "model_kwargs": kwargs,
+        "cost_tracking": "ignore_errors",
+    }
     if spec.tool_protocol == "text":
         model["model_class"] = "litellm_textbased"
-    agent = {"mode": "yolo", "confirm_exit": False, "step_limit": limits.max_turns,
-             "cost_limit": limits.max_dollars, "wall_time_limit_seconds": int(limits.timeout_s)}  # fmt: skip
+    agent = {
+        "mode": "yolo",
+        "confirm_exit": False,
+        "step_limit": limits.max_turns,
+        "cost_limit": limits.max_dollars,
+        "wall_time_limit_seconds": int(limits.timeout_s),
+    }
     environment = {"cwd": str(workdir), "timeout": COMMAND_TIMEOUT_S}
     return {"run": {"task": task.issue}, "agent": agent, "model": model, "environment": environment}
 

@@ -59,6 +59,10 @@ class PipelineConfig:
 
     def ablated(self, mechanisms: Mechanisms) -> PipelineConfig:
         """This configuration with the switched-off mechanisms applied (sampling off: one greedy sample)."""
-        return replace(self, mechanisms=mechanisms, samples=self.samples if mechanisms.sampling else 1,
-                       reproduce=self.reproduce and mechanisms.reproduction,
-                       stop_after_green=self.stop_after_green and mechanisms.stop_after_green)  # fmt: skip
+        return replace(
+            self,
+            mechanisms=mechanisms,
+            samples=self.samples if mechanisms.sampling else 1,
+            reproduce=self.reproduce and mechanisms.reproduction,
+            stop_after_green=self.stop_after_green and mechanisms.stop_after_green,
+        )

@@ -23,9 +23,13 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     concurrency = "samples run at once (default %(default)s)"
     group.add_argument("--concurrency", type=int, default=defaults.concurrency, help=concurrency)
     mode = group.add_mutually_exclusive_group()
-    mode.add_argument("--one-shot", action="store_true", default=None,
-                      help="no tools: one call per sample, edit extracted (default for models measured to do better "
-                      "so: see data/edit_formats.toml)")  # fmt: skip
+    mode.add_argument(
+        "--one-shot",
+        action="store_true",
+        default=None,
+        help="no tools: one call per sample, edit extracted (default for models measured to do better "
+        "so: see data/edit_formats.toml)",
+    )
     mode.add_argument(
         "--loop", dest="one_shot", action="store_false", default=None, help="a capped tool loop per sample"
     )

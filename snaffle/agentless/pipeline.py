@@ -62,8 +62,18 @@ class LockedSink:
 class Pipeline:
     """One agentless run over one workspace."""
 
-    def __init__(self, task: Task, workspace: Workspace, sandbox: Sandbox, model: ModelConfig, limits: Limits,
-                 sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, scratch: Path) -> None:  # fmt: skip
+    def __init__(
+        self,
+        task: Task,
+        workspace: Workspace,
+        sandbox: Sandbox,
+        model: ModelConfig,
+        limits: Limits,
+        sink: TrajectorySink,
+        pricer: Pricer,
+        config: PipelineConfig,
+        scratch: Path,
+    ) -> None:
         self.task, self.workspace, self.sandbox, self.model = task, workspace, sandbox, model
         self.limits, self.pricer, self.config, self.scratch = limits, pricer, config, scratch
         self.sink = LockedSink(sink, threading.Lock())
@@ -91,8 +101,13 @@ class Pipeline:
         sbfl = sbfl_scores(index, failing, self.sandbox) if failing else None
         located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))
         context = RepairContext.build(index, located, self.config.top_k)
-        self.stage("localize", f"{len(context.selectors)} candidates", candidates=list(context.selectors),
-                   files=[p for p, _ in located.files[:5]], elapsed_s=round(located.elapsed_s, 3))  # fmt: skip
+        self.stage(
+            "localize",
+            f"{len(context.selectors)} candidates",
+            candidates=list(context.selectors),
+            files=[p for p, _ in located.files[:5]],
+            elapsed_s=round(located.elapsed_s, 3),
+        )
         self.baseline(index, located, context)
         candidates = self.repair(context)
         chosen = select(candidates)
@@ -126,8 +141,13 @@ class Pipeline:
         outcome = run_tests(self.workspace, self.sandbox, [], [str(path)])
         kept = outcome.ran and bool(outcome.failed) and not outcome.errored
         self.repro = path if kept else None
-        self.stage("reproduce", "kept" if kept else "discarded", failed=sorted(outcome.failed),
-                   errored=sorted(outcome.errored), usage=reply.usage.as_dict())  # fmt: skip
+        self.stage(
+            "reproduce",
+            "kept" if kept else "discarded",
+            failed=sorted(outcome.failed),
+            errored=sorted(outcome.errored),
+            usage=reply.usage.as_dict(),
+        )
 
     def repair(self, context: RepairContext) -> list[CandidatePatch]:
         samples = range(self.config.samples)
@@ -140,11 +160,21 @@ class Pipeline:
         limits = self.remaining_limits()
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
-        model = OpenAIModel(replace(self.model, temperature=temperature), deadline=self.deadline,
-                            on_retry=self.retry_logger(number))  # fmt: skip
+        model = OpenAIModel(
+            replace(self.model, temperature=temperature), deadline=self.deadline, on_retry=self.retry_logger(number)
+        )
         try:
-            outcome = repair_sample(clone, self.sandbox, model, context, limits, self.sink.tagged(number),
-                                    self.pricer, self.config, self.task)  # fmt: skip
+            outcome = repair_sample(
+                clone,
+                self.sandbox,
+                model,
+                context,
+                limits,
+                self.sink.tagged(number),
+                self.pricer,
+                self.config,
+                self.task,
+            )
         except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
             self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
             return ""
@@ -167,11 +197,28 @@ class Pipeline:
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        candidate = CandidatePatch(number, patch, key, changed_lines(patch), tuple(regressions[:20]), fixes_failing,
-                                   reproduces, fixed, semantic)  # fmt: skip
-        self.stage("validate", "valid" if candidate.valid else "invalid", sample=number, key=candidate.key,
-                   regressions=list(candidate.regressions), fixes_failing=fixes_failing, reproduces=reproduces,
-                   fixed=fixed, semantic=candidate.semantic)  # fmt: skip
+        candidate = CandidatePatch(
+            number,
+            patch,
+            key,
+            changed_lines(patch),
+            tuple(regressions[:20]),
+            fixes_failing,
+            reproduces,
+            fixed,
+            semantic,
+        )
+        self.stage(
+            "validate",
+            "valid" if candidate.valid else "invalid",
+            sample=number,
+            key=candidate.key,
+            regressions=list(candidate.regressions),
+            fixes_failing=fixes_failing,
+            reproduces=reproduces,
+            fixed=fixed,
+            semantic=candidate.semantic,
+        )
         return candidate
 
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:
@@ -185,8 +232,11 @@ class Pipeline:
         limits = self.limits
         if limits.max_turns and self.turns >= limits.max_turns:
             raise LimitsExceeded("max_turns_exceeded", f"turn cap reached ({limits.max_turns})")
-        turns = self.config.repair_turns if not limits.max_turns else min(self.config.repair_turns,
-                                                                          limits.max_turns - self.turns)  # fmt: skip
+        turns = (
+            self.config.repair_turns
+            if not limits.max_turns
+            else min(self.config.repair_turns, limits.max_turns - self.turns)
+        )
         tokens = max(1, limits.max_tokens - self.usage.total_tokens) if limits.max_tokens else 0
         dollars = max(1e-9, limits.max_dollars - self.usage.dollars) if limits.max_dollars else 0.0
         timeout = max(0.01, self.deadline - time.monotonic()) if self.deadline else 0.0

@@ -77,8 +77,17 @@ class GreenStop:
         return output
 
 
-def repair_sample(workspace: Workspace, sandbox: Sandbox, model: Model, context: RepairContext, limits: Limits,
-                  sink: TrajectorySink, pricer: Pricer, config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
+def repair_sample(
+    workspace: Workspace,
+    sandbox: Sandbox,
+    model: Model,
+    context: RepairContext,
+    limits: Limits,
+    sink: TrajectorySink,
+    pricer: Pricer,
+    config: PipelineConfig,
+    task: Task,
+) -> Outcome:
     """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
     registry = Registry()
     index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
@@ -103,8 +112,15 @@ def repair_messages(context: RepairContext, task: Task, model: Model) -> tuple[M
     return AGENTLESS.messages(protocol, example, issue=task.issue.strip(), context=context.text, test_note=note)
 
 
-def one_shot(view: RepoView, model: Model, context: RepairContext, sink: TrajectorySink, pricer: Pricer,
-             config: PipelineConfig, task: Task) -> Outcome:  # fmt: skip
+def one_shot(
+    view: RepoView,
+    model: Model,
+    context: RepairContext,
+    sink: TrajectorySink,
+    pricer: Pricer,
+    config: PipelineConfig,
+    task: Task,
+) -> Outcome:
     """No tools: one call; the answer's edit is extracted and applied through edit_entity's gates."""
     started = time.monotonic()
     edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
@@ -123,8 +139,9 @@ def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str
     if edit_format == "search_replace":
         first = context.text.splitlines()[1] if len(context.text.splitlines()) > 1 else ""
         example = f"{context.selectors[0]}\n<<<<<<< SEARCH\n{first}\n=======\n{first}\n>>>>>>> REPLACE"
-        return prompts.render(prompts.load("oneshot_search_replace.md"), issue=task.issue.strip(),
-                              context=context.text, example=example)  # fmt: skip
+        return prompts.render(
+            prompts.load("oneshot_search_replace.md"), issue=task.issue.strip(), context=context.text, example=example
+        )
     return prompts.render(prompts.load("oneshot_rewrite.md"), issue=task.issue.strip(), context=context.text)
 
 
@@ -186,8 +203,15 @@ def _apply_rewrites(
     return "no_edit", "the answer repeats the definitions unchanged"
 
 
-def _apply_block(editor: EntityEditor, view: RepoView, context: RepairContext, selector: str | None, search: str,
-                 replace: str, gates: list[GateResult]) -> None:  # fmt: skip
+def _apply_block(
+    editor: EntityEditor,
+    view: RepoView,
+    context: RepairContext,
+    selector: str | None,
+    search: str,
+    replace: str,
+    gates: list[GateResult],
+) -> None:
     """Apply one block to the named entity, or to the candidate whose text holds the search lines."""
     targets = [selector] if selector in context.selectors else list(context.selectors)
     for target in targets:

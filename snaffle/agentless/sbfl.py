@@ -35,9 +35,21 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
     with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-") as tmp:
         scratch = Path(tmp)
         (scratch / "coveragerc").write_text(COVERAGE_RC)
-        command = [sys.executable, "-m", "coverage", "run", f"--rcfile={scratch / 'coveragerc'}",
-                   f"--data-file={scratch / 'coverage'}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   f"--junitxml={scratch / 'junit.xml'}", test_file]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "coverage",
+            "run",
+            f"--rcfile={scratch / 'coveragerc'}",
+            f"--data-file={scratch / 'coverage'}",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={scratch / 'junit.xml'}",
+            test_file,
+        ]
         run_command(command, index.root, sandbox.env_for(index.root), SBFL_TIMEOUT_S)
         outcomes = junit_outcomes(scratch / "junit.xml")
         lines = covered_lines(scratch / "coverage", index.root)

@@ -84,9 +84,19 @@ def run_tests(
     with tempfile.TemporaryDirectory(prefix="snaffle-validate-") as tmp:
         junit = Path(tmp) / "junit.xml"
         env = sandbox.env_for(workspace.root)
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                   "--continue-on-collection-errors",
-                   f"--rootdir={workspace.root}", *targets, *extra_paths]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            "--continue-on-collection-errors",
+            f"--rootdir={workspace.root}",
+            *targets,
+            *extra_paths,
+        ]
         run_command(command, workspace.root, env, TESTS_TIMEOUT_S)
         return read_junit(junit)
 

@@ -243,8 +243,12 @@ def answer_imports(answer: str, module: str) -> list[str]:
         return []
     bound = {n for node in tree.body for n in bound_names(node)}
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    wanted = [node for block in code_blocks(answer) for node in _statements(block)
-              if isinstance(node, ast.Import | ast.ImportFrom)]  # fmt: skip
+    wanted = [
+        node
+        for block in code_blocks(answer)
+        for node in _statements(block)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
     return [ast.unparse(node) for node in wanted if any(n in used and n not in bound for n in bound_names(node))]
 
 

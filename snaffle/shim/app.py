@@ -451,21 +451,11 @@ class Shim:
         usage = call.usage or Usage()
         if call.ticket is not None:
             self.pacer.release(call.ticket, None if unknown else usage.total_tokens)
-        ttfb_ms = None if call.ttfb is None else round(call.ttfb * 1000, 3)
-        row = LedgerRow(
-            call.ts, call.run, call.instance, call.number, call.model, call.stream, call.status,
-            round((time.perf_counter() - call.t0) * 1000, 3), ttfb_ms, usage.prompt_tokens,
-            usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, usage.dollars, unknown,
-            call.bytes, call.error_type, call.estimated,
-        )  # fmt: skip
+        row = ledger_row(call, usage, unknown)
         totals = self._totals[call.key] = self._totals[call.key].add(row)
         self._run_dollars[call.run] += usage.dollars
         if unknown:
-            log.warning(
-                "call %d of %s/%s: %s after %d bytes, before its usage: usage unknown"
-                + (" (estimated)" if call.estimated else ""),
-                call.number, call.run, call.instance, call.error_type or "no usage", call.bytes,
-            )  # fmt: skip
+            _warn_unknown(call)
         self.ledger.append(row)
         return totals
 
@@ -545,3 +535,41 @@ async def read_body(request: Request, limit: int) -> bytes | None:
 def build_app(config: ShimConfig, pricing: Pricing | None = None) -> ASGIApp:
     """The shim as an ASGI app (opens the ledger now; the upstream client starts with the app's lifespan)."""
     return Shim(config, pricing).app()
+
+
+def ledger_row(call: Call, usage: Usage, unknown: bool) -> LedgerRow:
+    """The call's one ledger row, as it ended."""
+    ttfb_ms = None if call.ttfb is None else round(call.ttfb * 1000, 3)
+    elapsed_ms = round((time.perf_counter() - call.t0) * 1000, 3)
+    return LedgerRow(
+        call.ts,
+        call.run,
+        call.instance,
+        call.number,
+        call.model,
+        call.stream,
+        call.status,
+        elapsed_ms,
+        ttfb_ms,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.dollars,
+        unknown,
+        call.bytes,
+        call.error_type,
+        call.estimated,
+    )
+
+
+def _warn_unknown(call: Call) -> None:
+    estimated = " (estimated)" if call.estimated else ""
+    log.warning(
+        "call %d of %s/%s: %s after %d bytes, before its usage: usage unknown" + estimated,
+        call.number,
+        call.run,
+        call.instance,
+        call.error_type or "no usage",
+        call.bytes,
+    )

@@ -241,8 +241,9 @@ class Ledger:
 
 def _row(values: tuple[object, ...]) -> LedgerRow:
     row = LedgerRow(*values)  # type: ignore[arg-type]
-    return replace(row, stream=bool(row.stream), usage_unknown=bool(row.usage_unknown),
-                   usage_estimated=bool(row.usage_estimated))  # fmt: skip
+    return replace(
+        row, stream=bool(row.stream), usage_unknown=bool(row.usage_unknown), usage_estimated=bool(row.usage_estimated)
+    )
 
 
 @contextmanager

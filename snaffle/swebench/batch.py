@@ -115,9 +115,16 @@ def prepare_outputs(config: BatchConfig, todo: Sequence[Instance], done: Sequenc
 
 def job_for(config: BatchConfig, instance: Instance, shim: Any, run_name: str) -> Job:
     base_url = shim.base_url_for(run_name, instance.instance_id) if shim is not None else config.base_url
-    return Job(instance, config.adapter, base_url, config.limits, config.sources,
-               outputs.instance_dir(config.out, instance.instance_id), config.work_root,
-               config.keep_workdirs)  # fmt: skip
+    return Job(
+        instance,
+        config.adapter,
+        base_url,
+        config.limits,
+        config.sources,
+        outputs.instance_dir(config.out, instance.instance_id),
+        config.work_root,
+        config.keep_workdirs,
+    )
 
 
 @contextmanager

@@ -51,8 +51,14 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shuffle", action="store_true", help="shuffle before slicing")
     p.add_argument("--seed", type=int, default=0, help="seed for --shuffle")
     p.add_argument("--repos", type=Path, help="mirror directory holding owner__name git repositories")
-    p.add_argument("--forge", nargs="?", const=FORGE_URL, default=None, metavar="URL_TEMPLATE",
-                   help=f"clone missing repositories over the network (default template {FORGE_URL})")  # fmt: skip
+    p.add_argument(
+        "--forge",
+        nargs="?",
+        const=FORGE_URL,
+        default=None,
+        metavar="URL_TEMPLATE",
+        help=f"clone missing repositories over the network (default template {FORGE_URL})",
+    )
 
 
 def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -117,25 +123,58 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.arm == "mini-swe-agent":
         require_mini()
     check_endpoint(args.base_url)
-    spec = AdapterSpec(args.arm, args.model, args.api_key_env, args.temperature, args.max_output_tokens,
-                       args.tool_protocol, pipeline_config(args))  # fmt: skip
-    shim = None if args.no_shim else ShimSettings(args.pricing, args.max_in_flight, args.tokens_per_minute,
-                                                  args.run_max_dollars)  # fmt: skip
-    config = BatchConfig(
-        instances=chosen(args), adapter=spec, base_url=args.base_url, out=args.out, limits=Limits(*values),
-        sources=Sources(args.repos, args.docker, forge=args.forge), workers=args.workers,
-        executor=args.executor, ray_address=args.ray_address, redo=args.redo, shim=shim,
-        run_name=args.run_name, model_name=args.model_name, work_root=args.work_dir,
-        keep_workdirs=args.keep_workdirs,
-    )  # fmt: skip
-    summary = run_batch(config)
+    summary = run_batch(batch_config(args))
     counts: dict[str, int] = {}
     for instance_id in summary.ran:
         status = summary.statuses.get(instance_id, "missing")
         counts[status] = counts.get(status, 0) + 1
-    print(json.dumps({"ran": len(summary.ran), "skipped": len(summary.skipped), "exit_statuses": counts,
-                      "predictions": str(args.out / "predictions.jsonl")}))  # fmt: skip
+    predictions = str(args.out / "predictions.jsonl")
+    print(
+        json.dumps(
+            {
+                "ran": len(summary.ran),
+                "skipped": len(summary.skipped),
+                "exit_statuses": counts,
+                "predictions": predictions,
+            }
+        )
+    )
     return 0
+
+
+def batch_config(args: argparse.Namespace) -> BatchConfig:
+    """The batch that `swebench run`'s arguments describe."""
+    spec = AdapterSpec(
+        args.arm,
+        args.model,
+        args.api_key_env,
+        args.temperature,
+        args.max_output_tokens,
+        args.tool_protocol,
+        pipeline_config(args),
+    )
+    shim = (
+        None
+        if args.no_shim
+        else ShimSettings(args.pricing, args.max_in_flight, args.tokens_per_minute, args.run_max_dollars)
+    )
+    return BatchConfig(
+        instances=chosen(args),
+        adapter=spec,
+        base_url=args.base_url,
+        out=args.out,
+        limits=Limits(args.max_turns, args.max_tokens, args.max_dollars, args.timeout),
+        sources=Sources(args.repos, args.docker, forge=args.forge),
+        workers=args.workers,
+        executor=args.executor,
+        ray_address=args.ray_address,
+        redo=args.redo,
+        shim=shim,
+        run_name=args.run_name,
+        model_name=args.model_name,
+        work_root=args.work_dir,
+        keep_workdirs=args.keep_workdirs,
+    )
 
 
 def chosen(args: argparse.Namespace) -> tuple[Instance, ...]:
@@ -146,8 +185,9 @@ def chosen(args: argparse.Namespace) -> tuple[Instance, ...]:
 
 
 def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = commands.add_parser("grade", help="grade predictions (Docker, or local virtualenvs)",
-                            description="Grade predictions.")  # fmt: skip
+    p = commands.add_parser(
+        "grade", help="grade predictions (Docker, or local virtualenvs)", description="Grade predictions."
+    )
     add_selection(p)
     defaults = field_defaults(GradeConfig)
     p.add_argument("--predictions", type=Path, required=True, help="predictions.jsonl")
@@ -164,9 +204,12 @@ def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=defaults["isolate_network"],
         help="run the tests in a new network namespace with only loopback (auto: when unshare works)",
     )
-    p.add_argument("--no-calibrate", action="store_true",
-                   help="skip checking that each gold patch resolves here first (results then may blame the patch "
-                   "for what the environment lacks)")  # fmt: skip
+    p.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="skip checking that each gold patch resolves here first (results then may blame the patch "
+        "for what the environment lacks)",
+    )
     p.add_argument("--run-id", default=defaults["run_id"], help="run id for SWE-bench's Docker harness")
     p.add_argument("--workers", type=int, default=defaults["workers"], help="parallel instances for the Docker harness")
     p.set_defaults(func=cmd_grade)
@@ -174,14 +217,28 @@ def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def cmd_grade(args: argparse.Namespace) -> int:
     config = GradeConfig(
-        instances=chosen(args), predictions=args.predictions, out=args.out,
-        sources=Sources(args.repos, forge=args.forge), grader=args.grader, env_dir=args.env_dir,
-        test_timeout_s=args.test_timeout, isolate_network=args.isolate_network, run_id=args.run_id,
-        workers=args.workers, instances_file=args.instances, calibrate=not args.no_calibrate,
-    )  # fmt: skip
+        instances=chosen(args),
+        predictions=args.predictions,
+        out=args.out,
+        sources=Sources(args.repos, forge=args.forge),
+        grader=args.grader,
+        env_dir=args.env_dir,
+        test_timeout_s=args.test_timeout,
+        isolate_network=args.isolate_network,
+        run_id=args.run_id,
+        workers=args.workers,
+        instances_file=args.instances,
+        calibrate=not args.no_calibrate,
+    )
     report = grade(config)
-    keys = ("total_instances", "resolved_instances", "unresolved_instances", "error_instances",
-            "env_unavailable_instances", "empty_patch_instances")  # fmt: skip
+    keys = (
+        "total_instances",
+        "resolved_instances",
+        "unresolved_instances",
+        "error_instances",
+        "env_unavailable_instances",
+        "empty_patch_instances",
+    )
     print(json.dumps({key: report.get(key) for key in keys} | {"report": str(args.out / "report.json")}))
     return 0
 

@@ -38,8 +38,13 @@ class PythonEnv:
     def environ(self) -> dict[str, str]:
         """The environment a command runs in with this venv activated."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION"))}
-        env.update(PATH=f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}", VIRTUAL_ENV=str(self.root),
-                   PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+        env.update(
+            PATH=f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
+            VIRTUAL_ENV=str(self.root),
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+            PIP_NO_INPUT="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
         return env
 
 
@@ -60,8 +65,12 @@ def patch_level(name: str) -> int:
 
 def reports_version(python: Path, version: str) -> bool:
     try:
-        proc = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        proc = subprocess.run(
+            [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0 and proc.stdout.strip() == version

@@ -119,9 +119,14 @@ def env_root(config: GradeConfig) -> Path:
 
 
 def run_patch(
-    config: GradeConfig, instance: Instance, patch: str, spec: EnvSpec, env: PythonEnv, prefix: list[str],
+    config: GradeConfig,
+    instance: Instance,
+    patch: str,
+    spec: EnvSpec,
+    env: PythonEnv,
+    prefix: list[str],
     run_dir: Path,
-) -> Graded:  # fmt: skip
+) -> Graded:
     """A fresh checkout at the base commit, installed, then SWE-bench's evaluation of `patch`."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="snaffle-grade-") as scratch:
@@ -142,15 +147,22 @@ def calibrate(
         gold = run_patch(config, instance, instance.patch, spec, env, prefix, run_dir / "gold")
         tests = gold.report.get(instance.instance_id, {}).get("tests_status", {})
         failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
-        known = {"recipe": recipe, "status": gold.status, "failing": failing, "reason": gold.reason,
-                 "report": gold.report}  # fmt: skip
+        known = {
+            "recipe": recipe,
+            "status": gold.status,
+            "failing": failing,
+            "reason": gold.reason,
+            "report": gold.report,
+        }
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_json(cache, known)
     if known["status"] != "resolved":
         failing = known.get("failing") or []
         shown = ", ".join(failing[:3]) + (f" and {len(failing) - 3} more" if len(failing) > 3 else "")
-        raise EnvUnavailable(f"the gold patch does not resolve here ({known['status']}: {shown or known['reason']}); "
-                             "this environment differs from SWE-bench's (network, system packages?)")  # fmt: skip
+        raise EnvUnavailable(
+            f"the gold patch does not resolve here ({known['status']}: {shown or known['reason']}); "
+            "this environment differs from SWE-bench's (network, system packages?)"
+        )
     report: dict[str, Any] = known.get("report") or {}
     return report
 
@@ -164,15 +176,21 @@ def verdict(instance: Instance, outcome: tuple[dict[str, Any], str]) -> Graded:
 
 
 def unavailable(instance: Instance, patch: str, reason: str) -> Graded:
-    entry = {"patch_is_None": False, "patch_exists": bool(patch.strip()), "patch_successfully_applied": False,
-             "resolved": False, "env_unavailable": reason}  # fmt: skip
+    entry = {
+        "patch_is_None": False,
+        "patch_exists": bool(patch.strip()),
+        "patch_successfully_applied": False,
+        "resolved": False,
+        "env_unavailable": reason,
+    }
     return Graded(instance.instance_id, "env_unavailable", {instance.instance_id: entry}, reason)
 
 
 def record(run_dir: Path, graded: Graded) -> Graded:
     write_json(run_dir / "report.json", graded.report)
-    write_json(run_dir / "status.json", {"instance_id": graded.instance_id, "status": graded.status,
-                                         "reason": graded.reason})  # fmt: skip
+    write_json(
+        run_dir / "status.json", {"instance_id": graded.instance_id, "status": graded.status, "reason": graded.reason}
+    )
     with (run_dir / "run_instance.log").open("a", encoding="utf-8") as log:
         log.write(f"status: {graded.status} {graded.reason}\n")
     return graded
@@ -184,18 +202,27 @@ def summarize(config: GradeConfig, submitted: dict[str, str], results: list[Grad
     graded = {g.instance_id for g in results}
     empty = sorted(i for i in graded if not submitted[i].strip())
     return {
-        "total_instances": len(config.instances), "submitted_instances": len(graded),
+        "total_instances": len(config.instances),
+        "submitted_instances": len(graded),
         "completed_instances": len(ids["resolved"]) + len(ids["unresolved"]),
-        "resolved_instances": len(ids["resolved"]), "unresolved_instances": len(ids["unresolved"]),
-        "empty_patch_instances": len(empty), "error_instances": len(ids["error"]),
+        "resolved_instances": len(ids["resolved"]),
+        "unresolved_instances": len(ids["unresolved"]),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(ids["error"]),
         "env_unavailable_instances": len(ids["env_unavailable"]),
         "completed_ids": sorted(ids["resolved"] + ids["unresolved"]),
         "incomplete_ids": sorted(i.instance_id for i in config.instances if i.instance_id not in graded),
-        "empty_patch_ids": empty, "submitted_ids": sorted(graded), "resolved_ids": ids["resolved"],
-        "unresolved_ids": ids["unresolved"], "error_ids": ids["error"], "env_unavailable_ids": ids["env_unavailable"],
+        "empty_patch_ids": empty,
+        "submitted_ids": sorted(graded),
+        "resolved_ids": ids["resolved"],
+        "unresolved_ids": ids["unresolved"],
+        "error_ids": ids["error"],
+        "env_unavailable_ids": ids["env_unavailable"],
         "statuses": {g.instance_id: g.status for g in results},
-        "reasons": {g.instance_id: g.reason for g in results if g.reason}, "schema_version": 2, "grader": grader,
-    }  # fmt: skip
+        "reasons": {g.instance_id: g.reason for g in results if g.reason},
+        "schema_version": 2,
+        "grader": grader,
+    }
 
 
 def grade_with_docker(config: GradeConfig, submitted: dict[str, str]) -> dict[str, Any]:
@@ -203,11 +230,25 @@ def grade_with_docker(config: GradeConfig, submitted: dict[str, str]) -> dict[st
     dataset = config.out / "instances.json"
     write_json(dataset, [i.as_swebench() for i in config.instances])
     predictions = config.out / "predictions.json"
-    write_json(predictions, [{"instance_id": k, "model_name_or_path": "snaffle", "model_patch": v}
-                             for k, v in submitted.items()])  # fmt: skip
-    command = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", str(dataset),
-               "--predictions_path", str(predictions), "--max_workers", str(config.workers),
-               "--run_id", config.run_id, "--report_dir", str(config.out)]  # fmt: skip
+    write_json(
+        predictions,
+        [{"instance_id": k, "model_name_or_path": "snaffle", "model_patch": v} for k, v in submitted.items()],
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "swebench.harness.run_evaluation",
+        "--dataset_name",
+        str(dataset),
+        "--predictions_path",
+        str(predictions),
+        "--max_workers",
+        str(config.workers),
+        "--run_id",
+        config.run_id,
+        "--report_dir",
+        str(config.out),
+    ]
     proc = subprocess.run(command, cwd=config.out)
     report_path = config.out / f"snaffle.{config.run_id}.json"
     if proc.returncode != 0 or not report_path.is_file():

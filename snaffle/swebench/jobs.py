@@ -66,13 +66,15 @@ def attempt(job: Job, started: float) -> InstanceRecord:
         job.work_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="snaffle-instance-", dir=job.work_root))
     try:
-        checkout = prepare_checkout(instance.repo, instance.base_commit, scratch / "repo", job.sources,
-                                    instance.instance_id)  # fmt: skip
+        checkout = prepare_checkout(
+            instance.repo, instance.base_commit, scratch / "repo", job.sources, instance.instance_id
+        )
         adapter = build_adapter(job.adapter, job.out)
         result = adapter.run(instance.task(checkout.path), checkout.path, job.limits, job.base_url)
         elapsed = time.monotonic() - started
-        return InstanceRecord(instance.instance_id, result.exit_status, result.patch, result.usage, elapsed,
-                              checkout.describe())  # fmt: skip
+        return InstanceRecord(
+            instance.instance_id, result.exit_status, result.patch, result.usage, elapsed, checkout.describe()
+        )
     finally:
         if not job.keep_workdir:
             shutil.rmtree(scratch, ignore_errors=True)

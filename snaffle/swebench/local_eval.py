@@ -19,8 +19,11 @@ from snaffle.swebench.envs import PythonEnv
 from snaffle.swebench.instances import Instance
 from snaffle.swebench.specs import EnvSpec, EnvUnavailable
 
-APPLY_COMMANDS = (("git", "apply", "--verbose"), ("git", "apply", "--verbose", "--reject"),
-                  ("patch", "--batch", "--fuzz=5", "-p1", "-i"))  # fmt: skip
+APPLY_COMMANDS = (
+    ("git", "apply", "--verbose"),
+    ("git", "apply", "--verbose", "--reject"),
+    ("patch", "--batch", "--fuzz=5", "-p1", "-i"),
+)
 """SWE-bench's order of attempts at applying a model patch."""
 SKIPPED_PRE_INSTALL = re.compile(r"^\s*(sudo\s+)?(apt(-get)?|yum|dnf|apk)\b")
 """System package installs in a spec's pre_install: skipped here (and logged)."""
@@ -106,8 +109,14 @@ def run_tests(ev: Evaluation) -> tuple[str, bool]:
         resolv.write_text(LOOPBACK_RESOLVER, encoding="utf-8")
         sink = NETWORK_SINK.format(resolv=shlex.quote(str(resolv)))
     script = "\n".join([sink, *ev.spec.eval_commands, specs.test_command(ev.instance, ev.spec)])
-    proc = subprocess.Popen([*ev.prefix, "bash", "-c", script], cwd=ev.repo, env=ev.env.environ(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*ev.prefix, "bash", "-c", script],
+        cwd=ev.repo,
+        env=ev.env.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=ev.timeout_s)
         return out.decode("utf-8", "replace"), False
@@ -125,8 +134,15 @@ def run_logged(
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
         try:
-            proc = subprocess.run(command, cwd=cwd, env=env, input=stdin.encode() if stdin is not None else None,
-                                  stdout=handle, stderr=subprocess.STDOUT, timeout=STEP_TIMEOUT_S)  # fmt: skip
+            proc = subprocess.run(
+                command,
+                cwd=cwd,
+                env=env,
+                input=stdin.encode() if stdin is not None else None,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                timeout=STEP_TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
             handle.write(f"timed out after {STEP_TIMEOUT_S} s\n")
             return False

@@ -186,12 +186,23 @@ def write_crash(run_dir: Path, instance_id: str, arm: str, model: str, error: st
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / PATCH_FILE).write_text("", encoding="utf-8")
     lines = error.strip().splitlines()
-    write_result(run_dir, {
-        "instance_id": instance_id, "arm": arm, "model": model, "exit_status": CRASHED,
-        "message": lines[-1] if lines else "crashed", "traceback": error, "patch_kind": "empty",
-        "patch_path": PATCH_FILE, "trajectory_path": TRAJECTORY_FILE, "totals": {}, "shim": None,
-        "usage_disagreement": False,
-    })  # fmt: skip
+    write_result(
+        run_dir,
+        {
+            "instance_id": instance_id,
+            "arm": arm,
+            "model": model,
+            "exit_status": CRASHED,
+            "message": lines[-1] if lines else "crashed",
+            "traceback": error,
+            "patch_kind": "empty",
+            "patch_path": PATCH_FILE,
+            "trajectory_path": TRAJECTORY_FILE,
+            "totals": {},
+            "shim": None,
+            "usage_disagreement": False,
+        },
+    )
 
 
 def merge_result(run_dir: Path, extra: Mapping[str, Any]) -> None:

@@ -16,8 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from snaffle.types import Usage
 
-LEDGER_USAGE = "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), COALESCE(SUM(dollars), 0.0) " \
-    "FROM calls WHERE run = ?"  # fmt: skip
+LEDGER_USAGE = (
+    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), COALESCE(SUM(dollars), 0.0) FROM calls WHERE run = ?"
+)
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,21 @@ class BatchState:
     def finished(self, instance_id: str, status: str, usage: Usage) -> BatchState:
         statuses = Counter(self.statuses)
         statuses[status] += 1
-        return replace(self, done=self.done + 1, statuses=statuses, tokens=self.tokens + usage.total_tokens,
-                       dollars=self.dollars + usage.dollars, last=f"{instance_id}: {status}")  # fmt: skip
+        return replace(
+            self,
+            done=self.done + 1,
+            statuses=statuses,
+            tokens=self.tokens + usage.total_tokens,
+            dollars=self.dollars + usage.dollars,
+            last=f"{instance_id}: {status}",
+        )
 
     def summary(self) -> str:
         statuses = " ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())) or "-"
-        return (f"done {self.done}/{self.total} · running {self.running} · {statuses} · "
-                f"tokens {self.tokens:,} · ${self.dollars:.4f}")  # fmt: skip
+        return (
+            f"done {self.done}/{self.total} · running {self.running} · {statuses} · "
+            f"tokens {self.tokens:,} · ${self.dollars:.4f}"
+        )
 
 
 class ProgressView(Protocol):
@@ -76,8 +85,11 @@ class LineProgress:
     def show(self, state: BatchState) -> None:
         if state.done != self.done:
             self.done = state.done
-            print(f"[swebench] {state.summary()}" + (f" · {state.last}" if state.last else ""), file=self.stream,
-                  flush=True)  # fmt: skip
+            print(
+                f"[swebench] {state.summary()}" + (f" · {state.last}" if state.last else ""),
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         return None

@@ -99,10 +99,19 @@ def eval_report(instance: Instance, patch: str | None, log: Path) -> dict[str, A
     from swebench.harness.test_spec.test_spec import TestSpec
 
     spec = TestSpec(
-        instance_id=instance.instance_id, repo=instance.repo, version=instance.version, repo_script_list=[],
-        eval_script_list=[], env_script_list=[], arch="x86_64", FAIL_TO_PASS=list(instance.FAIL_TO_PASS),
-        PASS_TO_PASS=list(instance.PASS_TO_PASS), language="py", docker_specs={}, namespace=None,
-    )  # fmt: skip
+        instance_id=instance.instance_id,
+        repo=instance.repo,
+        version=instance.version,
+        repo_script_list=[],
+        eval_script_list=[],
+        env_script_list=[],
+        arch="x86_64",
+        FAIL_TO_PASS=list(instance.FAIL_TO_PASS),
+        PASS_TO_PASS=list(instance.PASS_TO_PASS),
+        language="py",
+        docker_specs={},
+        namespace=None,
+    )
     prediction = {"instance_id": instance.instance_id, "model_name_or_path": "snaffle", "model_patch": patch}
     report: dict[str, Any] = get_eval_report(spec, prediction, str(log), include_tests_status=True)
     return report

@@ -208,8 +208,12 @@ def checkout_from_docker(image: str, dest: Path) -> Checkout:
     container = created.stdout.strip()
     try:
         dest.mkdir(parents=True)
-        copied = subprocess.run(["docker", "cp", f"{container}:/testbed/.", str(dest)], capture_output=True,
-                                text=True, timeout=GIT_TIMEOUT_S)  # fmt: skip
+        copied = subprocess.run(
+            ["docker", "cp", f"{container}:/testbed/.", str(dest)],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+        )
         if copied.returncode != 0:
             raise WorkspaceUnavailable(f"docker cp from {image} failed: {copied.stderr.strip()[-300:]}")
     finally:

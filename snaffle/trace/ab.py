@@ -68,8 +68,14 @@ def compare(a: Sequence[Analysis], b: Sequence[Analysis], names: tuple[str, str]
     head = None
     if outcome_a or outcome_b:
         counts = Counter(pairs)
-        head = HeadToHead(counts[True, True], counts[True, False], counts[False, True], counts[False, False],
-                          len(set(outcome_a) - set(outcome_b)), len(set(outcome_b) - set(outcome_a)))  # fmt: skip
+        head = HeadToHead(
+            counts[True, True],
+            counts[True, False],
+            counts[False, True],
+            counts[False, False],
+            len(set(outcome_a) - set(outcome_b)),
+            len(set(outcome_b) - set(outcome_a)),
+        )
     return Comparison(
         names=names,
         summaries=(summarize([x.stats for x in a]), summarize([x.stats for x in b])),
@@ -176,15 +182,19 @@ def verdict_lines(c: Comparison) -> list[str]:
     if c.head_to_head is None:
         return ["Not graded: pass --report (a SWE-bench report) for resolved rates and head-to-head."]
     h, (a, b) = c.head_to_head, c.names
-    lines = [f"Head-to-head on {h.both + h.only_a + h.only_b + h.neither} instances graded in both: "
-             f"resolved by both {h.both}, only {a} {h.only_a}, only {b} {h.only_b}, neither {h.neither}."]  # fmt: skip
+    lines = [
+        f"Head-to-head on {h.both + h.only_a + h.only_b + h.neither} instances graded in both: "
+        f"resolved by both {h.both}, only {a} {h.only_a}, only {b} {h.only_b}, neither {h.neither}."
+    ]
     if h.not_in_a or h.not_in_b:
         lines.append(f"Graded in {a} only: {h.not_in_b}; in {b} only: {h.not_in_a} (left out of the pairing).")
     if c.difference is not None:
         d = c.difference
-        lines.append(f"Resolve-rate difference {a} − {b}: {100 * d.estimate:+.1f} points, "
-                     f"{100 * d.confidence:.0f}% bootstrap CI [{100 * d.low:+.1f}, {100 * d.high:+.1f}] "
-                     f"(paired, {d.n} instances, {BOOTSTRAP_RESAMPLES} resamples).")  # fmt: skip
+        lines.append(
+            f"Resolve-rate difference {a} − {b}: {100 * d.estimate:+.1f} points, "
+            f"{100 * d.confidence:.0f}% bootstrap CI [{100 * d.low:+.1f}, {100 * d.high:+.1f}] "
+            f"(paired, {d.n} instances, {BOOTSTRAP_RESAMPLES} resamples)."
+        )
     return lines
 
 

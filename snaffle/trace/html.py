@@ -124,8 +124,12 @@ def _turn_items(events: Sequence[Event]) -> Iterator[str]:
         if kind == "model_call":
             item.append('<li class="turn">' + _model_call(e))
         elif kind in ("exit", "stage"):
-            yield (_exit(e) if kind == "exit" else f'<li class="turn"><b>stage</b> {escape(str(e.get("stage")))}: '
-                   f'{escape(str(e.get("decision", "")))}</li>')  # fmt: skip
+            yield (
+                _exit(e)
+                if kind == "exit"
+                else f'<li class="turn"><b>stage</b> {escape(str(e.get("stage")))}: '
+                f"{escape(str(e.get('decision', '')))}</li>"
+            )
         elif kind != "header":
             item.append(_event(e))
     if item:
@@ -134,9 +138,11 @@ def _turn_items(events: Sequence[Event]) -> Iterator[str]:
 
 def _model_call(e: Event) -> str:
     usage, response = e.get("usage") or {}, e.get("response") or {}
-    meta = (f"turn {e.get('turn')} · prompt {usage.get('prompt_tokens', 0)} tok · out "
-            f"{usage.get('completion_tokens', 0)} · {(e.get('latency_s') or 0):.2f} s · "
-            f"${(usage.get('dollars') or 0):.6f}")  # fmt: skip
+    meta = (
+        f"turn {e.get('turn')} · prompt {usage.get('prompt_tokens', 0)} tok · out "
+        f"{usage.get('completion_tokens', 0)} · {(e.get('latency_s') or 0):.2f} s · "
+        f"${(usage.get('dollars') or 0):.6f}"
+    )
     parts = [f'<div class="meta">{escape(meta)}</div>']
     reasoning = str(response.get("reasoning_content") or "")
     if reasoning:
@@ -176,8 +182,10 @@ def _event(e: Event) -> str:
 
 def _exit(e: Event) -> str:
     totals = " · ".join(f"{k} {v}" for k, v in (e.get("totals") or {}).items())
-    return (f'<li class="turn exit">exit: {escape(str(e.get("status")))} — {escape(str(e.get("message", "")))}'
-            f'<div class="meta">{escape(totals)}</div></li>')  # fmt: skip
+    return (
+        f'<li class="turn exit">exit: {escape(str(e.get("status")))} — {escape(str(e.get("message", "")))}'
+        f'<div class="meta">{escape(totals)}</div></li>'
+    )
 
 
 def _diff(patch: str) -> str:
@@ -197,11 +205,15 @@ def attempt_section(x: Analysis, anchor: str, with_plots: bool) -> str:
         f'<span class="label" title="{escape(lab.evidence)}">{escape(lab.name)}</span>' for lab in x.labels
     )
     torn = " · <b>torn last line skipped</b>" if s.torn else ""
-    head = (f'<h2>{escape(s.instance_id)} — {escape(s.status)}</h2><div class="meta">{escape(s.path)} · arm '
-            f"{escape(s.arm)} · model {escape(s.model)}{torn}</div><p>{labels}</p>")  # fmt: skip
+    head = (
+        f'<h2>{escape(s.instance_id)} — {escape(s.status)}</h2><div class="meta">{escape(s.path)} · arm '
+        f"{escape(s.arm)} · model {escape(s.model)}{torn}</div><p>{labels}</p>"
+    )
     timeline = "".join(_turn_items(x.run.trajectory.events))
-    return (f'<section class="attempt" id="{anchor}">{head}{plots([x]) if with_plots else ""}'
-            f'<ol class="timeline">{timeline}</ol>{_diff(x.run.patch)}</section>')  # fmt: skip
+    return (
+        f'<section class="attempt" id="{anchor}">{head}{plots([x]) if with_plots else ""}'
+        f'<ol class="timeline">{timeline}</ol>{_diff(x.run.patch)}</section>'
+    )
 
 
 def report(analyses: Sequence[Analysis], title: str = "snaffle run report") -> str:

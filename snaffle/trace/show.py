@@ -52,8 +52,10 @@ def _indented(text: str, prefix: str = "    │ ", style: str = "dim") -> Text:
 def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
     task, caps = e.get("task") or {}, e.get("caps") or {}
     capped = ", ".join(f"{k} {v}" for k, v in caps.items() if v) or "none"
-    meta = (f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
-            f"caps: {capped} · fixed context {e.get('fixed_context_tokens', '?')} tokens")  # fmt: skip
+    meta = (
+        f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
+        f"caps: {capped} · fixed context {e.get('fixed_context_tokens', '?')} tokens"
+    )
     issue = window(str(task.get("issue") or ""), o.full, head=6, tail=0)
     return [Rule(f"{e.get('format', 'trajectory')}"), Text(meta, style="bold"), _indented(issue, "  > ")]
 
@@ -61,11 +63,13 @@ def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
 def _model_call(e: Event, o: ShowOptions) -> list[RenderableType]:
     usage, cumulative = e.get("usage") or {}, e.get("cumulative") or {}
     response = e.get("response") or {}
-    meta = (f"prompt {usage.get('prompt_tokens', 0)} tok (est {e.get('prompt_estimate', '?')}) · "
-            f"cached {usage.get('cached_tokens', 0)} · out {usage.get('completion_tokens', 0)} · "
-            f"${(usage.get('dollars') or 0):.6f} · {(e.get('latency_s') or 0):.2f} s · cumulative "
-            f"{cumulative.get('prompt_tokens', 0)} in / {cumulative.get('completion_tokens', 0)} out "
-            f"${(cumulative.get('dollars') or 0):.6f}")  # fmt: skip
+    meta = (
+        f"prompt {usage.get('prompt_tokens', 0)} tok (est {e.get('prompt_estimate', '?')}) · "
+        f"cached {usage.get('cached_tokens', 0)} · out {usage.get('completion_tokens', 0)} · "
+        f"${(usage.get('dollars') or 0):.6f} · {(e.get('latency_s') or 0):.2f} s · cumulative "
+        f"{cumulative.get('prompt_tokens', 0)} in / {cumulative.get('completion_tokens', 0)} out "
+        f"${(cumulative.get('dollars') or 0):.6f}"
+    )
     parts: list[RenderableType] = [Rule(f"turn {e.get('turn', '?')}", style="blue"), Text(meta, style="dim")]
     reasoning = str(response.get("reasoning_content") or "")
     if reasoning and o.full:
@@ -108,8 +112,11 @@ def _tool_result(e: Event, o: ShowOptions) -> list[RenderableType]:
 def _exit(e: Event, o: ShowOptions) -> list[RenderableType]:
     totals = e.get("totals") or {}
     numbers = " · ".join(f"{k} {v}" for k, v in totals.items())
-    return [Rule("exit", style="bold"), Text(f"{e.get('status')}: {e.get('message', '')}", style="bold"),
-            Text(numbers, style="dim")]  # fmt: skip
+    return [
+        Rule("exit", style="bold"),
+        Text(f"{e.get('status')}: {e.get('message', '')}", style="bold"),
+        Text(numbers, style="dim"),
+    ]
 
 
 def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
@@ -121,8 +128,10 @@ def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
         return [Text(f"    ⇢ collapsed {e.get('call_id')}: {e.get('label')}", style="dim")]
     if kind == "compaction":
         sizes = f"{e.get('before_tokens')} → {e.get('after_tokens')} tokens"
-        return [Text(f"  ⇣ compaction before turn {e.get('turn')}: {sizes}", style="yellow"),
-                _indented(window(str(e.get("summary") or ""), o.full))]  # fmt: skip
+        return [
+            Text(f"  ⇣ compaction before turn {e.get('turn')}: {sizes}", style="yellow"),
+            _indented(window(str(e.get("summary") or ""), o.full)),
+        ]
     if kind == "stage":
         rest = {k: v for k, v in fields.items() if k not in ("stage", "decision")}
         text = f"■ stage {e.get('stage')}: {e.get('decision', '')} {json.dumps(rest, default=str) if rest else ''}"

@@ -44,8 +44,10 @@ def test_sandbox_isolates_home_and_pip_target(tmp_path: Path) -> None:
     sandbox = Sandbox.create(tmp_path / "scratch")
     done = run_command(
         "echo $HOME; python -c 'import sys, pytest; print(sys.prefix)'; python -m pip --version",
-        tmp_path, sandbox.env, 30,
-    )  # fmt: skip
+        tmp_path,
+        sandbox.env,
+        30,
+    )
     home, prefix, pip = done.output.splitlines()[:3]
     assert home == str(tmp_path / "scratch" / "home")
     assert prefix == str(tmp_path / "scratch" / "venv")

@@ -41,10 +41,15 @@ HAS_SHIM = (Path(__file__).parents[1] / "snaffle" / "shim" / "server.py").is_fil
 def batch(tmp_path: Path, rows: list[dict[str, Any]], server: ScriptedServer, mirror: Path, **kw: Any) -> BatchConfig:
     instances = load_instances(write_jsonl(tmp_path / "instances.jsonl", rows))
     settings: dict[str, Any] = {
-        "instances": instances, "adapter": AdapterSpec("minimal", "scripted"), "base_url": server.base_url,
-        "out": tmp_path / "out", "limits": Limits(max_turns=5), "sources": Sources(repos=mirror), "workers": 2,
+        "instances": instances,
+        "adapter": AdapterSpec("minimal", "scripted"),
+        "base_url": server.base_url,
+        "out": tmp_path / "out",
+        "limits": Limits(max_turns=5),
+        "sources": Sources(repos=mirror),
+        "workers": 2,
         "work_root": tmp_path / "work",
-    }  # fmt: skip
+    }
     return BatchConfig(**{**settings, **kw})
 
 
@@ -128,8 +133,24 @@ def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
     mirror, commits = make_mirror(tmp_path)
     instances = write_jsonl(tmp_path / "instances.jsonl", three_instances(commits))
     out = tmp_path / "out"
-    args = ["run", "--instances", str(instances), "--repos", str(mirror), "--model", "scripted", "--arm", "minimal",
-            "--workers", "1", "--out", str(out), "--max-turns", "5", *([] if HAS_SHIM else ["--no-shim"])]  # fmt: skip
+    args = [
+        "run",
+        "--instances",
+        str(instances),
+        "--repos",
+        str(mirror),
+        "--model",
+        "scripted",
+        "--arm",
+        "minimal",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--max-turns",
+        "5",
+        *([] if HAS_SHIM else ["--no-shim"]),
+    ]
     with ScriptedServer([ONE_SHOT_FIX, {**ONE_SHOT_FIX, "delay": 60}]) as first:
         proc = swebench_cli(*args, "--base-url", first.base_url)
         deadline = time.monotonic() + 90
@@ -174,10 +195,32 @@ def test_swebench_run_passes_the_agentless_options_to_each_instance(tmp_path: Pa
     fix = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
     server = scripted([{"content": fix}])
     rows = [instance("acme__calc-1", "acme/calc", commits["calc-1"])]
-    command = [sys.executable, "-m", "snaffle.cli", "swebench", "run", "--instances",
-               str(write_jsonl(tmp_path / "i.jsonl", rows)), "--repos", str(mirror), "--base-url", server.base_url,
-               "--model", "scripted", "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-               "--arm", "agentless", "--one-shot", "--samples", "1", "--no-reproduce", "--no-shim"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snaffle.cli",
+        "swebench",
+        "run",
+        "--instances",
+        str(write_jsonl(tmp_path / "i.jsonl", rows)),
+        "--repos",
+        str(mirror),
+        "--base-url",
+        server.base_url,
+        "--model",
+        "scripted",
+        "--out",
+        str(tmp_path / "out"),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--arm",
+        "agentless",
+        "--one-shot",
+        "--samples",
+        "1",
+        "--no-reproduce",
+        "--no-shim",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert len(server.requests) == 1  # one sample, one call, no reproduction test

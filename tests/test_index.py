@@ -514,8 +514,10 @@ def test_empty_module(index: RepoIndex) -> None:
 
 
 def test_a_module_path_for_a_package_or_a_src_path_resolves_to_the_one_file_it_means(tmp_path: Path) -> None:
-    files = {"inflect/__init__.py": "def ordinal(n):\n    return 'th'\n",
-             "src/semv/version.py": "def bump():\n    pass\n"}  # fmt: skip
+    files = {
+        "inflect/__init__.py": "def ordinal(n):\n    return 'th'\n",
+        "src/semv/version.py": "def bump():\n    pass\n",
+    }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
