@@ -15,9 +15,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from snaffle import __version__, data, demo
+from snaffle import __version__, demo
 from snaffle.agentless import localize
-from snaffle.agentless.options import add_pipeline_args, pipeline_config
+from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
@@ -90,12 +90,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm (default %(default)s)")
     add_model_args(p)
     add_pipeline_args(p)
-    caps = data.load_record(Limits, "limits.toml", "run")
-    off = "0 = no cap; default %(default)s"
-    p.add_argument("--max-turns", type=int, default=caps.max_turns, help=f"model calls ({off})")
-    p.add_argument("--max-tokens", type=int, default=caps.max_tokens, help=f"prompt + completion tokens ({off})")
-    p.add_argument("--max-dollars", type=float, default=caps.max_dollars, help=f"dollars ({off})")
-    p.add_argument("--timeout", type=float, default=caps.timeout_s, help=f"wall-clock seconds ({off})")
+    add_cap_args(p)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
     shim = p.add_mutually_exclusive_group()
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")

@@ -65,7 +65,9 @@ def test_store_reuses_the_disk_cache_by_content_hash(tmp_path: Path) -> None:
 def test_entity_bm25_weighs_the_name_above_the_body() -> None:
     entities = parse_source("ship.py", SOURCE).entities
     docs = [build_documents(SOURCE, entities)]
-    heavy_head = EntityBm25(["ship.py"], docs, Bm25Params(head=4.0, body=0.5)).scores(["rate"])
+    heavy_head = EntityBm25(["ship.py"], docs, Bm25Params(k1=1.2, b=0.75, path=1.0, head=4.0, body=0.5)).scores(
+        ["rate"]
+    )
     assert int(heavy_head.argmax()) == 3  # base_rate is named so; Parcel.cost only calls it
     assert heavy_head[0] == 0.0  # the module has no body document
 
@@ -73,7 +75,9 @@ def test_entity_bm25_weighs_the_name_above_the_body() -> None:
 def test_file_bm25_counts_path_and_content() -> None:
     docs = [build_documents(SOURCE, parse_source("a.py", SOURCE).entities)]
     docs.append(build_documents(OTHER, parse_source("b.py", OTHER).entities))
-    scores = FileBm25(["ship.py", "scale/weigh.py"], docs, Bm25Params(path=3.0)).scores(["weigh"])
+    scores = FileBm25(
+        ["ship.py", "scale/weigh.py"], docs, Bm25Params(k1=1.2, b=0.75, path=3.0, head=1.0, body=1.0)
+    ).scores(["weigh"])
     assert scores[1] > scores[0] == 0.0
 
 
@@ -84,8 +88,3 @@ def test_query_weights_damp_repeats(words: list[str], expected: dict[str, float]
 
 def test_idf_is_positive_and_falls_with_frequency() -> None:
     assert idf(1, 100) > idf(50, 100) > idf(100, 100) > 0
-
-
-def test_params_from_tuning_table() -> None:
-    params = Bm25Params.from_tuning({"bm25_k1": 2.0, "bm25_head": 3.0, "other_k1": 9.0}, "bm25")
-    assert (params.k1, params.head, params.b) == (2.0, 3.0, Bm25Params().b)

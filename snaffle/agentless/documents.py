@@ -13,7 +13,7 @@ import math
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,19 +170,14 @@ def query_weights(words: Iterable[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Bm25Params:
-    """BM25F knobs: term-frequency saturation k1, length normalization b, and each field's weight."""
+    """BM25F knobs: term-frequency saturation k1, length normalization b, and each field's weight (values come
+    from data/localize.toml's [entity_bm25] and [file_bm25]; no defaults here that could disagree)."""
 
-    k1: float = 1.2
-    b: float = 0.75
-    path: float = 1.0
-    head: float = 1.0
-    body: float = 1.0
-
-    @classmethod
-    def from_tuning(cls, tuning: Mapping[str, float], prefix: str) -> Bm25Params:
-        """`{prefix}_k1`, `{prefix}_b`, `{prefix}_path` ... from the tuning table, defaults for the rest."""
-        defaults = cls()
-        return cls(*(tuning.get(f"{prefix}_{name}", getattr(defaults, name)) for name in cls.__dataclass_fields__))
+    k1: float
+    b: float
+    path: float
+    head: float
+    body: float
 
 
 class Bm25:

@@ -1,15 +1,27 @@
-"""The agentless arm's command-line options, shared by `snaffle solve` and `snaffle swebench run`.
+"""Command-line options shared by `snaffle solve` and `snaffle swebench run`: the caps and the agentless arm's.
 
-Their defaults are `PipelineConfig`'s (snaffle/data/agentless.toml), so `--help` shows what runs.
+Their defaults are the data's (snaffle/data/limits.toml, snaffle/data/agentless.toml), so `--help` shows what runs.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from snaffle import data
 from snaffle.agentless.config import PipelineConfig
 from snaffle.exceptions import UserError
 from snaffle.primitives.extract import EDIT_FORMAT_CHOICES
+from snaffle.types import Limits
+
+
+def add_cap_args(p: argparse.ArgumentParser, unit: str = "") -> None:
+    """--max-turns, --max-tokens, --max-dollars, --timeout; `unit` says what they are counted per."""
+    caps = data.load_record(Limits, "limits.toml", "run")
+    off = "0 = no cap; default %(default)s"
+    p.add_argument("--max-turns", type=int, default=caps.max_turns, help=f"model calls{unit} ({off})")
+    p.add_argument("--max-tokens", type=int, default=caps.max_tokens, help=f"prompt + completion tokens{unit} ({off})")
+    p.add_argument("--max-dollars", type=float, default=caps.max_dollars, help=f"dollars{unit} ({off})")
+    p.add_argument("--timeout", type=float, default=caps.timeout_s, help=f"wall-clock seconds{unit} ({off})")
 
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:

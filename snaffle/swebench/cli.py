@@ -11,10 +11,9 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snaffle import data
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.adapters.mini_swe_agent import require_mini
-from snaffle.agentless.options import add_pipeline_args, pipeline_config
+from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
@@ -84,13 +83,9 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
-    caps = data.load_record(Limits, "limits.toml", "run")
-    off = "0 = off; default %(default)s"
-    p.add_argument("--max-turns", type=int, default=caps.max_turns, help=f"model calls per instance ({off})")
-    p.add_argument("--max-tokens", type=int, default=caps.max_tokens, help=f"tokens per instance ({off})")
-    p.add_argument("--max-dollars", type=float, default=caps.max_dollars, help=f"dollars per instance ({off})")
-    p.add_argument("--timeout", type=float, default=caps.timeout_s, help=f"wall-clock seconds per instance ({off})")
+    add_cap_args(p, " per instance")
     p.add_argument("--no-shim", action="store_true", help="talk to --base-url directly (no ledger, no limits)")
+    off = "0 = off; default %(default)s"
     p.add_argument("--pricing", type=Path, help="the shim's pricing TOML")
     shim = field_defaults(ShimSettings)
     p.add_argument(
