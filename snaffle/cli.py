@@ -21,6 +21,7 @@ from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
+from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
@@ -91,6 +92,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_model_args(p)
     add_pipeline_args(p)
     add_cap_args(p)
+    add_sandbox_arg(p)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
     shim = p.add_mutually_exclusive_group()
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
@@ -113,7 +115,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         args.out,
         load_pricing(None).dollars,
         pipeline=pipeline_config(args),
+        sandbox=args.sandbox,
     )
+    warn(require_mode(args.sandbox))
     Workspace.open(args.repo).close()
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     with metered(config, task, args) as metered_config:
@@ -132,6 +136,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
     return 0
+
+
+def warn(line: str) -> None:
+    """A warning line on stderr (nothing for an empty one)."""
+    if line:
+        print(f"snaffle: warning: {line}", file=sys.stderr)
 
 
 @contextmanager

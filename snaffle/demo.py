@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from snaffle import data
 from snaffle.model import local as local_model
+from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.types import Event, Limits, Task
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scripted", action="store_true", help="replay a recorded fix instead of running a model")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")
+    add_sandbox_arg(p)
     p.set_defaults(func=cmd_demo)
 
 
@@ -50,6 +52,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from snaffle.model.client import ModelConfig
     from snaffle.testing import ScriptedServer, load_script
 
+    warning = require_mode(args.sandbox)
+    if warning:
+        print(f"snaffle: warning: {warning}", file=sys.stderr)
     example = resources.files("snaffle.examples").joinpath(EXAMPLE)
     root = args.out or Path(tempfile.mkdtemp(prefix="snaffle-demo-"))
     repo = prepare_repo(Path(str(example.joinpath("repo"))), root / "repo")
@@ -57,17 +62,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"example repository: {repo}\nissue: {issue.splitlines()[0]}")
     print(f"tests before: {repo_tests(repo)}")
     if args.base_url:
-        return run_demo(repo, issue, ModelConfig(args.base_url, args.model, tool_protocol=args.tool_protocol), root)
+        model = ModelConfig(args.base_url, args.model, tool_protocol=args.tool_protocol)
+        return run_demo(repo, issue, model, root, args.sandbox)
     if args.scripted:
         print("model: the scripted model server replaying a recorded fix (no language model runs in this mode)")
         with ScriptedServer(load_script(Path(str(example.joinpath("scripted.json"))))) as server:
-            return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root)
+            return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root, args.sandbox)
     local_model.require_server()
     print(f"model: starting the embedded {args.size} model on 127.0.0.1 (first run assembles it from its packages)")
     with local_model.serve(args.size) as server:
         print(f"model: {server.model} at {server.base_url}")
         model = ModelConfig(server.base_url, server.model, tool_protocol=local_model.TOOL_PROTOCOL)
-        return run_demo(repo, issue, model, root)
+        return run_demo(repo, issue, model, root, args.sandbox)
 
 
 def prepare_repo(source: Path, target: Path) -> Path:
@@ -77,14 +83,21 @@ def prepare_repo(source: Path, target: Path) -> Path:
     return target
 
 
-def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
+def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path, sandbox: str) -> int:
     from snaffle.agentless.config import PipelineConfig
     from snaffle.run import SolveConfig, solve, zero_pricer
 
     pipeline = PipelineConfig(samples=DEMO_SAMPLES, one_shot=True)
     limits = data.load_record(Limits, "limits.toml", "demo")
     config = SolveConfig(
-        "agentless", model, limits, root / "run", zero_pricer, observer=progress_printer(), pipeline=pipeline
+        "agentless",
+        model,
+        limits,
+        root / "run",
+        zero_pricer,
+        observer=progress_printer(),
+        pipeline=pipeline,
+        sandbox=sandbox,
     )
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")

@@ -55,6 +55,8 @@ class SolveConfig:
     """Which of snaffle's mechanisms are on (all, unless an ablation switches one off)."""
     secrets: tuple[str, ...] = ()
     """Values redacted from every line written (the upstream API key when a shim holds it)."""
+    sandbox: str = "bubblewrap"
+    """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -73,7 +75,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
             spec = arm_spec(config.arm)
-            sandbox = Sandbox.create(Path(scratch) / "sandbox")
+            sandbox = Sandbox.create(Path(scratch) / "sandbox", config.sandbox)
             if spec.pipeline:
                 writer.write(header(task, config, spec))
                 pipeline = Pipeline(
@@ -128,6 +130,7 @@ def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
     settings = {
         "tool_protocol": model.tool_protocol,
         "temperature": model.temperature,
+        "sandbox": config.sandbox,
         **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
     }
     return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)

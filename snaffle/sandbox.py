@@ -11,6 +11,7 @@ The scratch venv sees the launching interpreter's packages through a `.pth` file
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import selectors
@@ -39,6 +40,10 @@ BWRAP = "bwrap"
 INSTALL_HINT = (
     "bubblewrap is not available here, and model-caused commands run only inside it: install it "
     "(as root: apt-get install bubblewrap) or pass --sandbox none to run them unconfined (unsafe)"
+)
+UNSAFE_WARNING = (
+    "--sandbox none is unsafe: model-caused commands run unconfined on this host, with its network, "
+    "its files (the user's home and secrets included) and no end to the processes they leave"
 )
 EXIT_GRACE_S = 0.5
 READ_CHUNK = 65_536
@@ -103,10 +108,7 @@ class Sandbox:
     @classmethod
     def create(cls, scratch: Path, mode: str = "bubblewrap") -> Sandbox:
         """A scratch venv and HOME, an allowlisted environment; refuses `bubblewrap` mode where it cannot start."""
-        if mode not in MODES:
-            raise UserError(f"unknown sandbox mode {mode!r}: pass --sandbox {' or --sandbox '.join(MODES)}")
-        if mode == "bubblewrap" and not bubblewrap_works():
-            raise UserError(INSTALL_HINT)
+        require_mode(mode)
         scratch.mkdir(parents=True, exist_ok=True)
         scratch = scratch.resolve()
         env_dir = scratch / "venv"
@@ -133,16 +135,44 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         limits: Rlimits = Rlimits(),
         output_cap: int | None = None,
+        readonly: bool = False,
     ) -> Completed:
         """Run one command confined; `writable` is the working copy (its `.git` stays read-only). A string is
-        a bash command line. Never raises for what the command does; a failure to start is a `ToolFailure`."""
+        a bash command line. `readonly`: the copy and the scratch dir are read-only too, $HOME a tmpfs, and only
+        `cwd` (a fresh dir inside the scratch dir) writable, so nothing the command writes outlives `cwd`.
+        Never raises for what the command does; a failure to start is a `ToolFailure`."""
         command = ["/bin/bash", "-c", argv] if isinstance(argv, str) else list(argv)
         env = dict(self.env if env is None else env)
         cap = confinement().output_cap_bytes if output_cap is None else output_cap
         if self.mode == "none":
             return spawn(command, cwd, env, timeout_s, cap, limits)
-        wrapped = [*bubblewrap_argv(confinement(), self, writable, cwd, env), *command]
+        mounts = Mounts(writable, cwd, readonly)
+        wrapped = [*bubblewrap_argv(confinement(), self, mounts, env), *command]
         return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, limits)
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """Where one call works: the working copy, the working directory, and whether only `cwd` is writable."""
+
+    copy: Path
+    cwd: Path
+    readonly: bool = False
+
+
+def require_mode(mode: str) -> str:
+    """Refuse an unknown mode, and `bubblewrap` where it cannot start; the warning to show (`none`) or ""."""
+    if mode not in MODES:
+        raise UserError(f"unknown sandbox mode {mode!r}: pass --sandbox {' or --sandbox '.join(MODES)}")
+    if mode == "bubblewrap" and not bubblewrap_works():
+        raise UserError(INSTALL_HINT)
+    return UNSAFE_WARNING if mode == "none" else ""
+
+
+def add_sandbox_arg(parser: argparse.ArgumentParser) -> None:
+    """`--sandbox bubblewrap|none`, one option for every command that runs a model."""
+    help_text = "confine model-caused commands with bubblewrap (default), or none: unconfined, unsafe"
+    parser.add_argument("--sandbox", choices=MODES, default=MODES[0], help=help_text)
 
 
 def sandbox_env(env_dir: Path, home: Path, host: Mapping[str, str]) -> dict[str, str]:
@@ -174,7 +204,7 @@ def interpreter_paths() -> tuple[Path, ...]:
     return tuple(sorted({Path(p).resolve() for p in paths if Path(p).exists()}))
 
 
-def bubblewrap_argv(conf: Confinement, box: Sandbox, writable: Path, cwd: Path, env: Mapping[str, str]) -> list[str]:
+def bubblewrap_argv(conf: Confinement, box: Sandbox, mounts: Mounts, env: Mapping[str, str]) -> list[str]:
     """bwrap's arguments up to the command: what is mounted where, the environment, the working directory."""
     args = [BWRAP, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
@@ -184,11 +214,20 @@ def bubblewrap_argv(conf: Confinement, box: Sandbox, writable: Path, cwd: Path, 
         elif os.path.exists(path):
             args += ["--ro-bind", path, path]
     args += _ro_binds([*conf.etc_paths, *map(str, box.readable)])
-    args += ["--bind", str(box.scratch), str(box.scratch), "--bind", str(writable), str(writable)]
-    args += _ro_binds(map(str, git_paths(writable)))
+    args += _writable_binds(box, mounts, env)
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return [*args, "--chdir", str(cwd), "--"]
+    return [*args, "--chdir", str(mounts.cwd), "--"]
+
+
+def _writable_binds(box: Sandbox, mounts: Mounts, env: Mapping[str, str]) -> list[str]:
+    """The scratch dir and the copy (its git data read-only); with `readonly`, all read-only but `cwd`."""
+    bind = "--ro-bind" if mounts.readonly else "--bind"
+    args = [bind, str(box.scratch), str(box.scratch), bind, str(mounts.copy), str(mounts.copy)]
+    args += _ro_binds(map(str, git_paths(mounts.copy)))
+    if mounts.readonly:
+        args += ["--tmpfs", env.get("HOME", str(box.scratch / "home")), "--bind", str(mounts.cwd), str(mounts.cwd)]
+    return args
 
 
 def _ro_binds(paths: Iterable[str]) -> list[str]:
@@ -369,39 +408,6 @@ def _link_host_packages(env_dir: Path) -> None:
     purelib.mkdir(parents=True, exist_ok=True)
     host = [p for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]} if Path(p).is_dir()]
     (purelib / "snaffle_host.pth").write_text("\n".join(sorted(host)) + "\n")
-
-
-def run_command(
-    argv: list[str] | str,
-    cwd: Path,
-    env: dict[str, str],
-    timeout_s: float,
-    stdin: str | None = None,
-    preexec_fn: Callable[[], None] | None = None,
-) -> Completed:
-    """Run in a new process group; on timeout kill the whole group. Output is decoded leniently."""
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        shell=isinstance(argv, str),
-        executable="/bin/bash" if isinstance(argv, str) else None,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=preexec_fn,
-    )
-    try:
-        out, _ = proc.communicate(stdin.encode() if stdin is not None else None, timeout=timeout_s)
-        return Completed(out.decode("utf-8", "replace"), proc.returncode, False)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:  # a daemon left the group but holds the pipe
-            out = b""
-        return Completed(out.decode("utf-8", "replace"), None, True)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

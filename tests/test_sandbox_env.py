@@ -1,17 +1,28 @@
-"""Subprocesses of tools: group kill on timeout, output cut, the scratch environment."""
+"""Subprocesses of tools in both sandbox modes: group kill on timeout, output cut, the scratch environment."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from snaffle.sandbox import Sandbox, cut, run_command
+import pytest
+
+from snaffle.sandbox import Sandbox, bubblewrap_works, cut
+
+needs_bubblewrap = pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot start here")
+EACH_MODE = [pytest.param("bubblewrap", marks=needs_bubblewrap), "none"]
+
+
+@pytest.fixture(params=EACH_MODE)
+def box(tmp_path: Path, request: pytest.FixtureRequest) -> Sandbox:
+    return Sandbox.create(tmp_path / "scratch", request.param)
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    box = Sandbox.create(tmp_path / "scratch", "none")
     marker = tmp_path / "child.pid"
     started = time.monotonic()
-    done = run_command(f"sleep 30 & echo $! > {marker}; wait", tmp_path, {"PATH": "/usr/bin:/bin"}, 1.0)
+    done = box.run(f"sleep 30 & echo $! > {marker}; wait", tmp_path, 1.0, writable=tmp_path)
     assert done.timed_out and time.monotonic() - started < 10
     child = marker.read_text().strip()
     assert not running(child)
@@ -35,19 +46,14 @@ def test_output_is_cut_with_a_marker() -> None:
     assert cut("short") == "short"
 
 
-def test_binary_output_is_decoded_leniently(tmp_path: Path) -> None:
-    done = run_command("printf '\\xff\\xfe ok'", tmp_path, {"PATH": "/usr/bin:/bin"}, 5)
+def test_binary_output_is_decoded_leniently(box: Sandbox, tmp_path: Path) -> None:
+    done = box.run("printf '\\xff\\xfe ok'", tmp_path, 5, writable=tmp_path)
     assert done.returncode == 0 and "ok" in done.output
 
 
-def test_sandbox_isolates_home_and_pip_target(tmp_path: Path) -> None:
-    sandbox = Sandbox.create(tmp_path / "scratch")
-    done = run_command(
-        "echo $HOME; python -c 'import sys, pytest; print(sys.prefix)'; python -m pip --version",
-        tmp_path,
-        sandbox.env,
-        30,
-    )
+def test_sandbox_isolates_home_and_pip_target(box: Sandbox, tmp_path: Path) -> None:
+    command = "echo $HOME; python -c 'import sys, pytest; print(sys.prefix)'; python -m pip --version"
+    done = box.run(command, tmp_path, 30, writable=tmp_path)
     home, prefix, pip = done.output.splitlines()[:3]
     assert home == str(tmp_path / "scratch" / "home")
     assert prefix == str(tmp_path / "scratch" / "venv")

@@ -29,6 +29,8 @@ class AdapterSpec:
     tool_protocol: str = "native"
     pipeline: PipelineConfig | None = None
     """The agentless arm's knobs (None: the defaults)."""
+    sandbox: str = "bubblewrap"
+    """How snaffle's arms confine model-caused commands (`snaffle.sandbox.MODES`)."""
 
     def api_key(self) -> str:
         """The key from the named environment variable; local servers and the shim need none."""

@@ -19,7 +19,10 @@ class ArmAdapter:
         self.spec, self.out, self.pricer = spec, out, pricer
 
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
-        config = SolveConfig(self.spec.name, self.spec.model_config(base_url), limits, self.out, self.pricer)
+        spec = self.spec
+        config = SolveConfig(
+            spec.name, spec.model_config(base_url), limits, self.out, self.pricer, sandbox=spec.sandbox
+        )
         if self.spec.pipeline is not None:
             config = dataclasses.replace(config, pipeline=self.spec.pipeline)
         return solve(dataclasses.replace(task, repo=workdir), config)

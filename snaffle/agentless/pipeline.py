@@ -135,7 +135,7 @@ class Pipeline:
         model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
         reply = model.complete([{"role": "user", "content": prompt}], [])
         self.account(Outcome("reproduce", "", reply.usage.with_dollars(self.pricer(model.name, reply.usage)), 1, 0))
-        path = self.scratch / "repro" / "test_snaffle_repro.py"
+        path = self.sandbox.scratch / "repro" / "test_snaffle_repro.py"  # visible inside the sandbox
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(code_blocks(reply.content)[0], encoding="utf-8")
         outcome = run_tests(self.workspace, self.sandbox, [], [str(path)])

@@ -16,7 +16,7 @@ from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
-from snaffle.sandbox import Sandbox, run_command
+from snaffle.sandbox import Sandbox
 
 SBFL_TIMEOUT_S = 300.0
 COVERAGE_RC = "[run]\ndynamic_context = test_function\nrelative_files = true\n"
@@ -32,7 +32,7 @@ def ochiai(failed_cover: int, passed_cover: int, total_failed: int) -> float:
 def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[Entity, float]:
     """Entity suspiciousness (max over its lines) from one covered run of the failing test's file."""
     test_file = failing_test.split("::", 1)[0]
-    with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-", dir=sandbox.scratch) as tmp:
         scratch = Path(tmp)
         (scratch / "coveragerc").write_text(COVERAGE_RC)
         command = [
@@ -50,7 +50,7 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
             f"--junitxml={scratch / 'junit.xml'}",
             test_file,
         ]
-        run_command(command, index.root, sandbox.env_for(index.root), SBFL_TIMEOUT_S)
+        sandbox.run(command, index.root, SBFL_TIMEOUT_S, writable=index.root, env=sandbox.env_for(index.root))
         outcomes = junit_outcomes(scratch / "junit.xml")
         lines = covered_lines(scratch / "coverage", index.root)
     failed = {name for name, ok in outcomes.items() if not ok}

@@ -15,7 +15,7 @@ from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
 from snaffle.index.imports import imported_modules, module_name
 from snaffle.index.repo import RepoIndex
-from snaffle.sandbox import Sandbox, run_command
+from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
 TESTS_TIMEOUT_S = 300.0
@@ -81,7 +81,7 @@ def run_tests(
     """Run pytest on `targets` (and test files outside the repo) and read each test's outcome from junit XML."""
     if not targets and not extra_paths:
         return TestOutcomes(frozenset(), frozenset(), False)
-    with tempfile.TemporaryDirectory(prefix="snaffle-validate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="snaffle-validate-", dir=sandbox.scratch) as tmp:
         junit = Path(tmp) / "junit.xml"
         env = sandbox.env_for(workspace.root)
         command = [
@@ -97,7 +97,7 @@ def run_tests(
             *targets,
             *extra_paths,
         ]
-        run_command(command, workspace.root, env, TESTS_TIMEOUT_S)
+        sandbox.run(command, workspace.root, TESTS_TIMEOUT_S, writable=workspace.root, env=env)
         return read_junit(junit)
 
 

@@ -1,22 +1,19 @@
-"""The `execute` primitive: a Python snippet in a subprocess with rlimits, no network and a scratch directory;
-changes it makes to the repository are reverted."""
+"""The `execute` primitive: a Python snippet through the sandbox with rlimits and no network, in a fresh scratch
+directory; under bubblewrap the working copy is read-only, so nothing it writes persists."""
 
 from __future__ import annotations
 
-import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from snaffle.sandbox import Completed, Sandbox, run_command, time_left
+from snaffle.sandbox import Completed, Rlimits, Sandbox, time_left
 from snaffle.workspace import Workspace
 
 EXECUTE_TIMEOUT_S = 30.0
-EXECUTE_CPU_S = 30
-EXECUTE_MEMORY_BYTES = 2 * 1024**3
-EXECUTE_FILE_BYTES = 50 * 1024**2
-EXECUTE_PROCESSES = 256
+EXECUTE_LIMITS = Rlimits(cpu_s=30, memory_bytes=2 * 1024**3, file_bytes=50 * 1024**2)
 EXECUTE_OUTPUT_CAP = 3_000
 NETWORK_GUARD = """import socket as _socket
 
@@ -30,10 +27,11 @@ _socket.socket.connect_ex = _blocked
 _socket.create_connection = _blocked
 _socket.getaddrinfo = _blocked
 """
+"""Only for `--sandbox none` without `unshare`: a courtesy that `_socket` bypasses, not a boundary."""
 
 
 class SnippetRunner:
-    """`execute`: Python in a subprocess with rlimits, no network, a scratch cwd; repo changes are reverted."""
+    """`execute`: Python in the sandbox with rlimits, no network, a fresh scratch cwd; the copy stays unchanged."""
 
     def __init__(
         self,
@@ -44,7 +42,7 @@ class SnippetRunner:
         timeout_s: float = EXECUTE_TIMEOUT_S,
     ) -> None:
         self.workspace, self.sandbox, self.deadline = workspace, sandbox, deadline
-        self.isolate_network = isolate_network and unshare_available()
+        self.unshare = isolate_network and sandbox.mode == "none" and unshare_available()
         self.timeout_s = timeout_s
 
     def execute(self, code: str) -> str:
@@ -54,40 +52,44 @@ class SnippetRunner:
           code: Python source; the repository's packages are importable; print what you want to see
         """
         before = self.workspace.fingerprint()
-        with tempfile.TemporaryDirectory(prefix="snaffle-exec-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="snaffle-exec-", dir=self.sandbox.scratch) as scratch:
             done = self._run(code, Path(scratch))
         reverted = self.workspace.restore(before)
         output = done.output.strip() or "(no output)"
-        if len(output) > EXECUTE_OUTPUT_CAP:
-            output = output[:EXECUTE_OUTPUT_CAP] + f"\n[... {len(output) - EXECUTE_OUTPUT_CAP} characters cut ...]"
         status = "timed out" if done.timed_out else f"exit code {done.returncode}"
         note = f"\n[reverted changes to: {', '.join(reverted)}; use edit_entity to change files]" if reverted else ""
         return f"{output}\n[{status}]{note}"
 
     def _run(self, code: str, scratch: Path) -> Completed:
         guard = []
-        if not self.isolate_network:
+        if self.sandbox.mode == "none" and not self.unshare:
             (scratch / "guard").mkdir()
             (scratch / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD)
             guard = [str(scratch / "guard")]
         env = self.sandbox.env_for(self.workspace.root, *guard)
         command = [sys.executable, "-c", code]
-        if self.isolate_network:
+        if self.unshare:
             command = ["unshare", "--net", "--", *command]
         timeout = time_left(self.timeout_s, self.deadline)
-        return run_command(command, scratch, env, timeout, preexec_fn=_limits)
-
-
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (EXECUTE_CPU_S, EXECUTE_CPU_S))
-    resource.setrlimit(resource.RLIMIT_AS, (EXECUTE_MEMORY_BYTES, EXECUTE_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (EXECUTE_FILE_BYTES, EXECUTE_FILE_BYTES))
-    resource.setrlimit(resource.RLIMIT_NPROC, (EXECUTE_PROCESSES, EXECUTE_PROCESSES))
+        root = self.workspace.root
+        return self.sandbox.run(
+            command,
+            scratch,
+            timeout,
+            writable=root,
+            env=env,
+            limits=EXECUTE_LIMITS,
+            output_cap=EXECUTE_OUTPUT_CAP,
+            readonly=True,
+        )
 
 
 def unshare_available() -> bool:
-    """Whether this process may create a network namespace (root, or user namespaces allowed)."""
+    """Whether this process may create a network namespace (root, or user namespaces allowed); for mode none."""
     if shutil.which("unshare") is None:
         return False
-    done = run_command(["unshare", "--net", "--", "true"], Path("/"), {"PATH": "/usr/bin:/bin"}, 10)
-    return done.returncode == 0
+    probe = ["unshare", "--net", "--", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False

@@ -1,4 +1,4 @@
-"""The `run_test` primitive: pytest in a subprocess, summarized to counts and the failing tests' short tracebacks."""
+"""The `run_test` primitive: pytest through the sandbox, summarized to counts and the failing tests' tracebacks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from snaffle.sandbox import Sandbox, run_command, time_left
+from snaffle.sandbox import Sandbox, time_left
 from snaffle.workspace import Workspace
 
 TEST_TIMEOUT_S = 120.0
@@ -51,8 +51,9 @@ class PytestRunner:
     def run(self, target: str, state: str) -> PytestRun:
         args = ["-k", target[3:].strip()] if target.startswith("-k ") else shlex.split(target)
         command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
-        env = self.sandbox.env_for(self.workspace.root)
-        done = run_command(command, self.workspace.root, env, time_left(TEST_TIMEOUT_S, self.deadline))
+        root = self.workspace.root
+        timeout = time_left(TEST_TIMEOUT_S, self.deadline)
+        done = self.sandbox.run(command, root, timeout, writable=root, env=self.sandbox.env_for(root))
         if done.timed_out:
             return PytestRun(target, state, False, f"tests timed out after {TEST_TIMEOUT_S:.0f} s")
         return PytestRun(target, state, done.returncode == 0, summarize_pytest(done.output, done.returncode))

@@ -18,6 +18,7 @@ from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 from snaffle.model.client import check_endpoint
+from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
 from snaffle.swebench.grade import GradeConfig, grade
 from snaffle.swebench.instances import Instance, load_instances, select
@@ -79,6 +80,7 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--docker", action="store_true", help="check out from SWE-bench images when Docker runs")
     add_caps_and_shim(p)
     add_pipeline_args(p)
+    add_sandbox_arg(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -117,6 +119,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError("caps must be >= 0 (0 means no cap) and --workers >= 1")
     if args.arm == "mini-swe-agent":
         require_mini()
+    warning = require_mode(args.sandbox)
+    if warning:
+        print(f"snaffle: warning: {warning}", file=sys.stderr)
     check_endpoint(args.base_url)
     summary = run_batch(batch_config(args))
     counts: dict[str, int] = {}
@@ -147,6 +152,7 @@ def batch_config(args: argparse.Namespace) -> BatchConfig:
         args.max_output_tokens,
         args.tool_protocol,
         pipeline_config(args),
+        args.sandbox,
     )
     shim = (
         None
