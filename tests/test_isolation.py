@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.cli import main
+from snaffle.adapters import AdapterSpec, ArmAdapter
+from snaffle.cli import build_parser, main
 from snaffle.primitives.bash import Bash
 from snaffle.primitives.execute import SnippetRunner
 from snaffle.primitives.run_test import PytestRunner
 from snaffle.sandbox import Sandbox, bubblewrap_works, confinement
 from snaffle.trajectory import read_trajectory
+from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
 from tests.helpers import CALC_ISSUE, Start, bash, git
 from tests.test_sandbox import _wheel
@@ -269,3 +271,37 @@ def test_the_sandbox_mode_runs_and_is_recorded(
     header = read_trajectory(tmp_path / "run" / "trajectory.jsonl").events[0]
     assert header["config"]["sandbox"] == mode
     assert ("unsafe" in capsys.readouterr().err) == (mode == "none")
+
+
+def test_without_bubblewrap_solve_refuses_in_one_line(
+    calc_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    bubblewrap_works.cache_clear()
+    try:
+        assert main(solve_argv(calc_repo, tmp_path / "run", "http://127.0.0.1:9/v1")) == 2
+    finally:
+        bubblewrap_works.cache_clear()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "apt-get install bubblewrap" in err and "--sandbox none" in err
+    assert not (tmp_path / "run" / "trajectory.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["solve", "--repo", ".", "--issue", "x", "--out", "o"],
+        ["swebench", "run", "--instances", "i.jsonl", "--out", "o"],
+        ["demo"],
+    ],
+)
+def test_every_command_that_runs_a_model_takes_sandbox(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).sandbox == "bubblewrap"
+    assert build_parser().parse_args([*argv, "--sandbox", "none"]).sandbox == "none"
+
+
+def test_a_batch_instance_runs_in_the_mode_its_spec_names(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([bash("echo ran"), {"content": "DONE"}])
+    adapter = ArmAdapter(AdapterSpec("minimal", "scripted", sandbox="none"), tmp_path / "run")
+    attempt = adapter.run(Task(calc_repo, CALC_ISSUE), calc_repo, Limits(max_turns=5), server.base_url)
+    assert read_trajectory(attempt.trajectory_path).events[0]["config"]["sandbox"] == "none"

@@ -7,14 +7,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+from snaffle import data
 from snaffle.sandbox import Completed, Rlimits, Sandbox, time_left
 from snaffle.workspace import Workspace
 
-EXECUTE_TIMEOUT_S = 30.0
-EXECUTE_LIMITS = Rlimits(cpu_s=30, memory_bytes=2 * 1024**3, file_bytes=50 * 1024**2)
-EXECUTE_OUTPUT_CAP = 3_000
 NETWORK_GUARD = """import socket as _socket
 
 
@@ -30,6 +30,25 @@ _socket.getaddrinfo = _blocked
 """Only for `--sandbox none` without `unshare`: a courtesy that `_socket` bypasses, not a boundary."""
 
 
+@dataclass(frozen=True)
+class ExecuteLimits:
+    """`execute`'s limits per call (`data/sandbox.toml` [execute]; every key required)."""
+
+    timeout_s: float
+    cpu_s: int
+    memory_bytes: int
+    file_bytes: int
+    output_cap_bytes: int
+
+    def rlimits(self) -> Rlimits:
+        return Rlimits(cpu_s=self.cpu_s, memory_bytes=self.memory_bytes, file_bytes=self.file_bytes)
+
+
+@cache
+def execute_limits() -> ExecuteLimits:
+    return data.load_record(ExecuteLimits, "sandbox.toml", "execute")
+
+
 class SnippetRunner:
     """`execute`: Python in the sandbox with rlimits, no network, a fresh scratch cwd; the copy stays unchanged."""
 
@@ -39,11 +58,12 @@ class SnippetRunner:
         sandbox: Sandbox,
         deadline: float | None,
         isolate_network: bool,
-        timeout_s: float = EXECUTE_TIMEOUT_S,
+        timeout_s: float | None = None,
     ) -> None:
         self.workspace, self.sandbox, self.deadline = workspace, sandbox, deadline
         self.unshare = isolate_network and sandbox.mode == "none" and unshare_available()
-        self.timeout_s = timeout_s
+        self.limits = execute_limits()
+        self.timeout_s = self.limits.timeout_s if timeout_s is None else timeout_s
 
     def execute(self, code: str) -> str:
         """Run a Python snippet to compute or reproduce something (not to edit files); prints are returned.
@@ -78,8 +98,8 @@ class SnippetRunner:
             timeout,
             writable=root,
             env=env,
-            limits=EXECUTE_LIMITS,
-            output_cap=EXECUTE_OUTPUT_CAP,
+            limits=self.limits.rlimits(),
+            output_cap=self.limits.output_cap_bytes,
             readonly=True,
         )
 
