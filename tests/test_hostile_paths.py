@@ -96,6 +96,16 @@ def test_the_index_skips_symlinks_that_lead_outside(linked_repo: Path) -> None:
     assert Reader(view_of(linked_repo)).search_symbol("stolen").startswith("no symbol matches")
 
 
+def test_the_index_of_a_tree_without_git_skips_symlinks_that_lead_outside(tmp_path: Path, outside: Path) -> None:
+    tree = tmp_path / "plain"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "mod.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    os.symlink(outside / "secret.py", tree / "pkg" / "evil.py")
+    os.symlink(outside, tree / "linked")
+    os.symlink(tree / "pkg" / "mod.py", tree / "pkg" / "alias.py")  # inside: kept
+    assert RepoIndex(tree).files() == ["pkg/alias.py", "pkg/mod.py"]
+
+
 def test_search_code_does_not_follow_a_symlink_out_of_the_repo(linked_repo: Path) -> None:
     reader = Reader(view_of(linked_repo))
     assert reader.search_code("TOPSECRET").startswith("no match")

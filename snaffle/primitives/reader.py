@@ -191,8 +191,8 @@ class Reader:
         files = [f for f in text_files(root) if under == "." or f == under or f.startswith(under + "/")]
         for rel in files:
             try:
-                text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                text = self.view.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace")
+            except (OSError, PathEscape):  # vanished, unreadable, or a symlink out of the repository: never read
                 continue
             for number, line in enumerate(text.splitlines()):
                 if pattern.search(line):
