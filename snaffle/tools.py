@@ -10,10 +10,12 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args, get_origin
 
+from snaffle.exceptions import Interrupt, ToolFailure
 from snaffle.types import ToolCall, ToolRun
+from snaffle.workspace import printable
 
 JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 ARG_LINE_RE = re.compile(r"^\s{2,}(\w+):\s*(.+)$")
@@ -62,9 +64,22 @@ class Registry:
         return check_arguments(spec.schema["parameters"], call.arguments)
 
     def run(self, call: ToolCall) -> ToolRun:
-        """Run a checked call; a plain observation becomes a `ToolRun` without gates, `ToolFailure` propagates."""
-        output = self._tools[call.name].fn(**call.arguments)
-        return output if isinstance(output, ToolRun) else ToolRun(output)
+        """Run a checked call; a plain observation becomes a `ToolRun` without gates. Every exception of the tool
+        but an `Interrupt` leaves as a `ToolFailure` (a foreign one named by its class: `ValueError: ...`), and
+        every text leaves encodable (`printable`)."""
+        try:
+            output = self._tools[call.name].fn(**call.arguments)
+        except Interrupt:
+            raise
+        except ToolFailure as failure:
+            raise ToolFailure(printable(str(failure)), failure.gates) from failure
+        except Exception as exc:
+            # The one place a tool's exception is caught whole: the model chose the arguments and the repository
+            # may be hostile (symlinks, odd names, odd bytes), so any failure is that call's observation and the
+            # run goes on; only an Interrupt (Submitted, limits) ends it.
+            raise ToolFailure(printable(f"{type(exc).__name__}: {exc}")) from exc
+        run = output if isinstance(output, ToolRun) else ToolRun(output)
+        return replace(run, output=printable(run.output))
 
 
 def schema_of(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:

@@ -25,10 +25,13 @@ INDEX_PREFIX = "snaffle-index-"
 SAFE_GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off")
 """snaffle's own git never runs repository-controlled commands (a model may have written the repo's config)."""
 SAFE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
+MAX_PATH_BYTES = 4096
+"""Linux's PATH_MAX: a longer path names no file, so it is refused before the file system is asked."""
 
 
 class PathEscape(ValueError):
-    """A path that resolves outside the repository."""
+    """A path that resolves outside the repository (symlinks followed), or that no file can have (a NUL byte,
+    longer than `MAX_PATH_BYTES`, not encodable)."""
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,24 @@ class Workspace:
             self.index.unlink(missing_ok=True)
 
     def resolve(self, path: str) -> Path:
-        """A path given by the model, relative to the root (or absolute inside it); escapes are refused."""
-        candidate = Path(path)
-        full = candidate if candidate.is_absolute() else self.root / candidate
-        resolved = full.resolve()
+        """A path given by the model, relative to the root (or absolute inside it), with every symlink followed;
+        escapes and paths no file can have are refused."""
+        try:
+            if "\0" in path or len(os.fsencode(path)) > MAX_PATH_BYTES:
+                raise ValueError("a NUL byte or too long")
+            candidate = Path(path)
+            resolved = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, UnicodeEncodeError: a lone surrogate
+            raise PathEscape(f"path {printable(path)[:80]!r} is not a usable path ({exc})") from exc
         if resolved != self.root and self.root not in resolved.parents:
-            raise PathEscape(f"path {path!r} is outside the repository; use a path relative to its root")
+            raise PathEscape(
+                f"path {printable(path)[:80]!r} is outside the repository; use a path relative to its root"
+            )
         return resolved
 
     def relative(self, path: Path) -> str:
-        return path.resolve().relative_to(self.root).as_posix()
+        """`path` (inside the root, symlinks followed) relative to the root, as shown to the model."""
+        return printable(path.resolve().relative_to(self.root).as_posix())
 
     def patch(self) -> str:
         """The diff from the starting snapshot to the working tree, new untracked files included."""
@@ -158,6 +169,15 @@ def git_bytes(root: Path, *args: str) -> bytes:
 def git_env(**extra: str) -> dict[str, str]:
     """The environment of snaffle's own git calls: no system or global config, never a prompt."""
     return {**os.environ, **SAFE_GIT_ENV, **extra}
+
+
+def printable(name: str) -> str:
+    """`name` with every byte that is not UTF-8 (a file name decoded with surrogateescape) as a backslash escape:
+    always encodable, so it can be shown, logged and sent (any other lone surrogate becomes `\\udXXX`)."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def classify_patch(patch: str) -> str:

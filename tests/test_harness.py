@@ -282,3 +282,46 @@ def test_gate_decisions_travel_with_the_tool_run_and_the_failure(scripted: Start
     assert gates == [("c1", "edit_recovery", True), ("c2", "lint", False)]
     outputs = [(r["output"], r["ok"]) for r in trajectory.of_type("tool_result")]
     assert outputs == [("noted a", True), ("Error: refused b", False)]
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        (ValueError("bad value"), "Error: ValueError: bad value"),
+        (OSError(36, "File name too long"), "Error: OSError: [Errno 36] File name too long"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "Error: UnicodeDecodeError: 'utf-8' codec"),
+        (RuntimeError("name \udcff"), "Error: RuntimeError: name \\xff"),
+    ],
+)
+def test_any_exception_of_a_tool_is_its_observation_and_the_run_goes_on(
+    scripted: Start, tmp_path: Path, error: Exception, shown: str
+) -> None:
+    def crash(text: str) -> str:
+        """Crash.
+
+        Args:
+          text: anything
+        """
+        raise error
+
+    def note(text: str) -> str:
+        """Note.
+
+        Args:
+          text: anything
+        """
+        return f"noted {text}"
+
+    toolbox = Registry()
+    toolbox.register(crash)
+    toolbox.register(note)
+    script = [{"tool_calls": [{"name": "crash", "arguments": {"text": "a"}}]}]
+    script += [{"tool_calls": [{"name": "note", "arguments": {"text": "b"}}]}, {"content": "DONE"}]
+    model = OpenAIModel(ModelConfig(scripted(script).base_url, "scripted"))
+    writer = TrajectoryWriter(tmp_path / "trajectory.jsonl")
+    outcome = Loop(model, toolbox, writer, LoopConfig("test", Limits(max_turns=5)), lambda: "", zero_pricer).run([])
+    writer.close()
+    assert outcome.status == "submitted"
+    results = list(read_trajectory(tmp_path / "trajectory.jsonl").of_type("tool_result"))
+    assert results[0]["output"].startswith(shown) and not results[0]["ok"]
+    assert (results[1]["output"], results[1]["ok"]) == ("noted b", True)

@@ -6,6 +6,7 @@ from typing import Literal
 
 import pytest
 
+from snaffle.exceptions import Submitted, ToolFailure
 from snaffle.tools import Registry, schema_of
 from snaffle.types import GateResult, ToolCall, ToolRun
 
@@ -69,3 +70,34 @@ def test_run_passes_a_tools_gate_decisions_on() -> None:
     registry = Registry()
     registry.register(checked)
     assert registry.run(ToolCall("c1", "checked", {"text": "hi"})) == ToolRun("hi", (GateResult("lint", True),))
+
+
+def test_run_turns_a_tools_exception_into_a_failure_naming_its_class() -> None:
+    def crash(path: str) -> str:
+        raise ValueError(f"embedded null byte in {path!r}")
+
+    def stop(path: str) -> str:
+        raise Submitted("green")
+
+    registry = Registry()
+    registry.register(crash)
+    registry.register(stop)
+    with pytest.raises(ToolFailure, match=r"^ValueError: embedded null byte in 'a\\x00b'$"):
+        registry.run(ToolCall("c1", "crash", {"path": "a\x00b"}))
+    with pytest.raises(Submitted):
+        registry.run(ToolCall("c2", "stop", {"path": "x"}))
+
+
+def test_run_leaves_every_text_encodable() -> None:
+    def name(path: str) -> str:
+        return f"found {path}"
+
+    def refuse(path: str) -> str:
+        raise ToolFailure(f"no file {path}")
+
+    registry = Registry()
+    registry.register(name)
+    registry.register(refuse)
+    assert registry.run(ToolCall("c1", "name", {"path": "b\udcffd.py"})).output == "found b\\xffd.py"
+    with pytest.raises(ToolFailure, match=r"^no file b\\xffd\.py$"):
+        registry.run(ToolCall("c2", "refuse", {"path": "b\udcffd.py"}))

@@ -29,7 +29,7 @@ from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry
 from snaffle.trajectory import gate_event, model_call_event
 from snaffle.types import GateResult, Limits, Mechanisms, Message, Model, Task, TrajectorySink, Usage
-from snaffle.workspace import Workspace
+from snaffle.workspace import Workspace, printable
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,13 @@ def apply_answer(
         return _apply_rewrites(editor, view, rewrites, gates)
     except ToolFailure as failure:
         return "no_edit", str(failure)
+    except Exception as exc:
+        # The one-shot path's execution boundary (its Registry.run): edit_entity over a hostile repository may fail
+        # in any way; the failure is recorded, the sample's edits so far are undone and the pipeline goes on.
+        view.workspace.restore(view.workspace.base_tree)
+        reason = printable(f"{type(exc).__name__}: {exc}")
+        gates.append(GateResult("apply", False, reason))
+        return "no_edit", reason
     finally:
         for gate in gates:
             sink.write(gate_event(1, None, gate))

@@ -43,6 +43,8 @@ CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
 START_METHOD = "forkserver"
 """Workers never fork the caller: it may hold threads (the shim, asyncio), which fork does not copy."""
+MAX_SELECTOR_CHARS = 4096
+"""Linux's PATH_MAX: a longer selector names no file."""
 TREE_CACHE_FILES = 8
 """Trees kept for the files parsed last, so that repeated edits to one file reparse incrementally."""
 
@@ -144,8 +146,24 @@ class RepoIndex:
         if self._files is None:
             listed = _git_files(self.root)
             names = listed if listed is not None else _walk_files(self.root)
-            self._files = sorted({n for n in names if not _skipped(n.split("/")[:-1])})
+            self._files = sorted({n for n in names if not _skipped(n.split("/")[:-1]) and self._listable(n)})
         return list(self._files)
+
+    def _listable(self, name: str) -> bool:
+        """A name a selector can spell (UTF-8: a surrogate-escaped byte cannot be typed back) whose real path
+        stays inside the root (a symlink that leads outside is never followed)."""
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        # Neither git's listing nor os.walk goes through a directory symlink, so only the file itself can be a
+        # link: one lstat per file, a realpath only for a link (realpath on every file measured 10-17x slower).
+        return not os.path.islink(self.root / name) or self._inside(name)
+
+    def _inside(self, normal: str) -> bool:
+        """Whether `normal`, every symlink followed, is inside the root."""
+        real = os.path.realpath(self.root / normal)
+        return real == self._root_key or real.startswith(self._root_key + os.sep)
 
     # ---- per-file queries
 
@@ -202,9 +220,9 @@ class RepoIndex:
     def refresh(self, path: str) -> None:
         """Re-index one file after an edit (always re-reads it); a deleted file leaves the index."""
         path = self._normalize(path)
-        if _outside(path):
+        if _outside(path) or not self._inside(path):
             raise SelectorError(f"{path!r} is outside the repository; use a path relative to its root")
-        if not (self.root / path).is_file():
+        if not _is_file(self.root / path):
             self._records.pop(path, None)
             self._trees.pop(path, None)
             if self._files is not None and path in self._files:
@@ -299,12 +317,14 @@ class RepoIndex:
 
     def _checked(self, path: str) -> str:
         """A normalized path to an existing Python file inside the root, or a SelectorError naming the fix."""
+        if "\0" in path or len(path) > MAX_SELECTOR_CHARS:
+            raise SelectorError(f"{path[:80]!r}... is not a path (a NUL byte, or too long); use a path from the index")
         normal = self._normalize(path)
         if not normal:
             raise SelectorError("no file given; start the selector with a path relative to the repository root")
-        if _outside(normal):
-            raise SelectorError(f"{path!r} is outside the repository; use a path relative to its root")
-        if not (self.root / normal).is_file():
+        if _outside(normal) or not self._inside(normal):
+            raise SelectorError(f"{path!r} is outside the repository (symlinks followed); use a path inside its root")
+        if not _is_file(self.root / normal):
             normal = self._meant(normal)
         if not normal.endswith(PYTHON_SUFFIX):
             raise SelectorError(f"{normal} is not a Python file, so it has no entities; search it with search_code")
@@ -316,7 +336,7 @@ class RepoIndex:
         else the SelectorError listing close files."""
         readings = [path.removesuffix(PYTHON_SUFFIX) + "/__init__.py"] if path.endswith(PYTHON_SUFFIX) else []
         readings += [f"{source}/{path}" for source in SOURCE_DIRS]
-        found = [r for r in readings if (self.root / r).is_file()]
+        found = [r for r in readings if _is_file(self.root / r) and self._inside(r)]
         if len(found) != 1:
             raise path_error(path, self.files())
         return found[0]
@@ -325,6 +345,14 @@ class RepoIndex:
 def _outside(normal: str) -> bool:
     """Whether a normalized path leaves the root (or is empty)."""
     return not normal or normal == ".." or normal.startswith(("../", "/"))
+
+
+def _is_file(path: Path) -> bool:
+    """`Path.is_file`, False for a name no file can have (too long a component) instead of an OSError."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _worker_count(requested: int, stale: int) -> int:

@@ -9,6 +9,7 @@ import ast
 import difflib
 import re
 import textwrap
+from pathlib import Path
 
 from snaffle.exceptions import ToolFailure
 from snaffle.gates import evidence_gate, guard_test_files, lint_gate
@@ -16,6 +17,7 @@ from snaffle.index.parse import Entity
 from snaffle.primitives.extract import code_blocks, isolate_definition, pick_block
 from snaffle.primitives.reader import RepoView
 from snaffle.types import ALL_MECHANISMS, GateResult, Mechanisms, ToolRun
+from snaffle.workspace import PathEscape
 
 DIFF_CONTEXT = 2
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -63,7 +65,7 @@ class EntityEditor:
         after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
         if self.lint:
             after = self._linted(entity.path, text, after, new_source if search is None else None, notes)
-        (self.view.workspace.root / entity.path).write_text(after, encoding="utf-8")
+        self._target(entity.path).write_text(after, encoding="utf-8")
         self.view.index.refresh(entity.path)
         self.view.edits += 1
         return ToolRun(f"edited {entity.selector}:\n{entity_diff(old, new)}", tuple(notes))
@@ -102,9 +104,16 @@ class EntityEditor:
         _gate(verdict, notes)
         return after
 
+    def _target(self, path: str) -> Path:
+        """The file to write, checked again at the moment of writing: never a symlink out of the repository."""
+        try:
+            return self.view.workspace.resolve(path)
+        except PathEscape as exc:
+            raise ToolFailure(str(exc)) from exc
+
     def _text(self, path: str) -> str:
         try:
-            return (self.view.workspace.root / path).read_bytes().decode("utf-8")
+            return self._target(path).read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{path} is not valid UTF-8; editing refused") from exc
 

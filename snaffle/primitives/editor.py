@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, TypeVar
 
 from snaffle.exceptions import ToolFailure
 from snaffle.sandbox import cut
-from snaffle.workspace import PathEscape, Workspace
+from snaffle.workspace import PathEscape, Workspace, printable
 
 SNIPPET_CONTEXT = 4
 LISTING_DEPTH = 2
@@ -71,14 +72,28 @@ class Editor:
         return cut("\n".join(numbered) if numbered else "(empty file)")
 
     def _listing(self, root: Path) -> str:
+        """Entries up to `LISTING_DEPTH` below `root`; a symlink is shown as a link (`name@`), never followed."""
         entries: list[str] = []
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if len(rel.parts) > LISTING_DEPTH or SKIPPED_DIRS.intersection(rel.parts):
-                continue
-            entries.append(self.workspace.relative(path) + ("/" if path.is_dir() else ""))
+        for directory, dirs, names in os.walk(root):  # os.walk never descends into a directory symlink
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+            entries += [self._entry(Path(directory, name)) for name in (*dirs, *names)]
+            if len(Path(directory).relative_to(root).parts) + 1 >= LISTING_DEPTH:
+                dirs.clear()
+        entries.sort()
         more = f"\n[... {len(entries) - LISTING_CAP} more entries ...]" if len(entries) > LISTING_CAP else ""
         return "\n".join(entries[:LISTING_CAP]) + more or "(empty directory)"
+
+    def _entry(self, path: Path) -> str:
+        """One listing line: the path relative to the root (names that are not UTF-8 escaped), `/` for a
+        directory, `@` for a symlink and where it leads when that is outside the repository."""
+        rel = printable(path.relative_to(self.workspace.root).as_posix())
+        if path.is_symlink():
+            try:
+                self.workspace.resolve(rel)
+            except PathEscape:
+                return f"{rel}@ (a link out of the repository; not followed)"
+            return f"{rel}@"
+        return rel + ("/" if path.is_dir() else "")
 
     def _create(self, target: Path, file_text: str) -> str:
         if target.exists():

@@ -5,6 +5,7 @@ No observation carries a line number; bodies come in windows of at most `WINDOW_
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from snaffle.exceptions import ToolFailure
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
 from snaffle.index.selectors import SelectorError
-from snaffle.workspace import Workspace, git
+from snaffle.workspace import PathEscape, Workspace, git, printable
 
 WINDOW_LINES = 100
 INLINE_BODY_LINES = 60
@@ -166,8 +167,9 @@ class Reader:
     def _summarize(self, hits: list[tuple[str, int, str]], files: Counter[str], cap: int) -> str:
         per_entity: Counter[str] = Counter()
         shown: list[str] = []
+        indexed = set(self.view.index.files())
         for path, line, text in hits:
-            owner = innermost(self.view.index.entities(path), line) if path.endswith(".py") else None
+            owner = innermost(self.view.index.entities(path), line) if path in indexed else None
             where = owner.selector if owner is not None else path
             per_entity[where] += 1
             if len(shown) < cap:
@@ -181,46 +183,61 @@ class Reader:
 
     def _grep(self, pattern: re.Pattern[str], query: str, path: str | None) -> Iterator[tuple[str, int, str]]:
         root = self.view.workspace.root
-        if path is not None:
-            self.view.workspace.resolve(path)
-        found = ripgrep(root, query, path)
+        under = self._search_root(path) if path is not None else "."
+        found = ripgrep(root, query, under)
         if found is not None:
             yield from found
             return
-        files = [f for f in text_files(root) if path is None or f == path or f.startswith(path.rstrip("/") + "/")]
+        files = [f for f in text_files(root) if under == "." or f == under or f.startswith(under + "/")]
         for rel in files:
             try:
-                text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                text = self.view.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace")
+            except (OSError, PathEscape):  # vanished, unreadable, or a symlink out of the repository: never read
                 continue
             for number, line in enumerate(text.splitlines()):
                 if pattern.search(line):
-                    yield rel, number, line
+                    yield printable(rel), number, line
+
+    def _search_root(self, path: str) -> str:
+        """The existing file or directory `path` names, relative to the root with symlinks followed; refused
+        outside the repository."""
+        try:
+            target = self.view.workspace.resolve(path)
+        except PathEscape as exc:
+            raise ToolFailure(str(exc)) from exc
+        if not target.exists():
+            raise ToolFailure(f"no file or directory {path} in the repository; pass a path relative to its root")
+        return target.relative_to(self.view.workspace.root).as_posix()
 
 
-def ripgrep(root: Path, query: str, path: str | None) -> list[tuple[str, int, str]] | None:
-    """Matches by `rg` (the `ripgrep` package ships it); None when rg is absent or rejects the pattern."""
+def ripgrep(root: Path, query: str, under: str) -> list[tuple[str, int, str]] | None:
+    """Matches by `rg` (the `ripgrep` package ships it) under a checked repo-relative path; None when rg is absent
+    or rejects the pattern. The query goes after `-e` and the path after `--`, so neither is ever read as a flag;
+    file names that are not UTF-8 come back escaped."""
     rg = shutil.which("rg") or str(Path(sys.executable).parent / "rg")
     if not Path(rg).exists():
         return None
     globs = [arg for suffix in sorted(TEXT_SUFFIXES) for arg in ("-g", f"*{suffix}")]
-    command = [rg, "-n", "--no-heading", "--color", "never", "--max-columns", "300", *globs, "-e", query, path or "."]
-    proc = subprocess.run(command, cwd=root, capture_output=True, text=True, errors="replace", timeout=SEARCH_TIMEOUT_S)
+    flags = ["-n", "--null", "--no-heading", "--color", "never", "--max-columns", "300", *globs]
+    command = [rg, *flags, "-e", query, "--", under]
+    proc = subprocess.run(command, cwd=root, capture_output=True, timeout=SEARCH_TIMEOUT_S)
     if proc.returncode == 2:
         return None
     hits = []
     for line in proc.stdout.splitlines():
-        file, number, text = (line.split(":", 2) + ["", ""])[:3]
+        file, _, rest = line.partition(b"\0")
+        number, _, text = rest.partition(b":")
         if number.isdigit():
-            hits.append((file.removeprefix("./"), int(number) - 1, text))
+            name = printable(os.fsdecode(file)).removeprefix("./")
+            hits.append((name, int(number) - 1, text.decode("utf-8", "replace")))
     return hits
 
 
 def text_files(root: Path) -> list[str]:
     """Tracked and untracked-not-ignored files with a text suffix (ripgrep's listing when `rg` is present)."""
     if shutil.which("rg"):
-        proc = subprocess.run(["rg", "--files"], cwd=root, capture_output=True, text=True, timeout=SEARCH_TIMEOUT_S)
-        listed = proc.stdout.splitlines()
+        proc = subprocess.run(["rg", "--files", "--null"], cwd=root, capture_output=True, timeout=SEARCH_TIMEOUT_S)
+        listed = [os.fsdecode(name) for name in proc.stdout.split(b"\0") if name]
     else:
         listed = git(root, "ls-files", "-co", "--exclude-standard").splitlines()
     return [f for f in listed if Path(f).suffix in TEXT_SUFFIXES]
