@@ -56,9 +56,11 @@ def test_global_config_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert not marker.exists()
 
 
-def test_copies_leave_no_temporary_index_behind(tmp_path: Path) -> None:
+def test_copies_leave_no_temporary_index_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo, _ = _hostile_repo(tmp_path)
-    temp = Path(tempfile.gettempdir())
+    temp = tmp_path / "tmp"  # a private temp dir: other processes' snaffle-index-* dirs do not count
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     before = set(temp.glob("snaffle-index-*"))
     workspace = Workspace.open(repo)
     copies = [workspace.clone(tmp_path / f"copy-{n}") for n in range(3)]
