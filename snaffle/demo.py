@@ -84,7 +84,14 @@ def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path) -> int:
     pipeline = PipelineConfig(samples=DEMO_SAMPLES, one_shot=True)
     limits = data.load_record(Limits, "limits.toml", "demo")
     config = SolveConfig(
-        "agentless", model, limits, root / "run", zero_pricer, observer=progress_printer(), pipeline=pipeline
+        "agentless",
+        model,
+        limits,
+        root / "run",
+        zero_pricer,
+        observer=progress_printer(),
+        pipeline=pipeline,
+        apply=True,  # the demo's repo is its own copy: the fix goes into it, so its tests can be run after
     )
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")

@@ -19,7 +19,8 @@ class ArmAdapter:
         self.spec, self.out, self.pricer = spec, out, pricer
 
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
-        config = SolveConfig(self.spec.name, self.spec.model_config(base_url), limits, self.out, self.pricer)
+        model = self.spec.model_config(base_url)  # the batch's checkout is private already: no copy of it
+        config = SolveConfig(self.spec.name, model, limits, self.out, self.pricer, private_copy=False)
         if self.spec.pipeline is not None:
             config = dataclasses.replace(config, pipeline=self.spec.pipeline)
         return solve(dataclasses.replace(task, repo=workdir), config)
