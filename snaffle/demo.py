@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from snaffle import data
+from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
 from snaffle.types import Event, Limits, Task
 
@@ -50,6 +51,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from snaffle.model.client import ModelConfig
     from snaffle.testing import ScriptedServer, load_script
 
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise UserError(f"--out {args.out} is not an empty directory; pass a new one (the demo writes its repo there)")
     example = resources.files("snaffle.examples").joinpath(EXAMPLE)
     root = args.out or Path(tempfile.mkdtemp(prefix="snaffle-demo-"))
     repo = prepare_repo(Path(str(example.joinpath("repo"))), root / "repo")

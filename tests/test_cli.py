@@ -158,6 +158,8 @@ def test_demo_runs_end_to_end_on_the_scripted_model(tmp_path: Path) -> None:
     assert "tests before: FAILED" in proc.stdout and "tests after: passed" in proc.stdout
     assert "scripted model server" in proc.stdout and "the model fixed the bug." in proc.stdout
     assert json.loads((tmp_path / "demo" / "run" / "result.json").read_text())["exit_status"] == "validated"
+    again = snaffle("demo", "--scripted", "--out", str(tmp_path / "demo"))
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "not an empty directory" in again.stderr
 
 
 def test_a_running_shim_enforces_its_limits_from_outside(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
