@@ -104,7 +104,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from snaffle.model.client import check_endpoint
-    from snaffle.run import SolveConfig, prepare_run_dir, solve
+    from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
     from snaffle.shim.pricing import load_pricing
 
     if args.shim and not args.base_url:
@@ -119,9 +119,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
         pipeline=pipeline_config(args),
         apply=args.apply,
     )
-    Workspace.open(args.repo).close()
+    opened = Workspace.open(args.repo)
+    opened.close()
+    previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
-    prepare_run_dir(args.out, args.overwrite)
+    clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
     with metered(config, task, args) as metered_config:
         attempt = solve(task, metered_config)
     result = json.loads((args.out / "result.json").read_text())
@@ -134,14 +136,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
-    return report_patch(args, attempt.patch, result)
+    return report_patch(args, opened.root, attempt.patch, result)
 
 
-def report_patch(args: argparse.Namespace, patch: str, result: dict[str, object]) -> int:
+def report_patch(args: argparse.Namespace, repo: Path, patch: str, result: dict[str, object]) -> int:
     """Say where the patch went: applied, waiting in the run dir (how to apply it), or refused (exit 2, why)."""
     if not patch.strip():
         return 0
-    repo, diff = args.repo.resolve(), (args.out / "patch.diff").resolve()
+    diff = (args.out / "patch.diff").resolve()
     by_hand = f"git -C {repo} apply {diff}"
     if result["applied"]:
         print(f"snaffle: applied the patch to {repo} (a copy is in {diff})", file=sys.stderr)

@@ -245,19 +245,24 @@ def disagrees(usage: Usage, shim: dict[str, Any] | None) -> bool:
     return (usage.prompt_tokens, usage.completion_tokens) != (shim["prompt_tokens"], shim["completion_tokens"])
 
 
-def prepare_run_dir(out: Path, overwrite: bool) -> None:
-    """Refuse an `--out` that is a file, or that holds files unless `overwrite` (then clear it, when all it holds is
-    a previous run's files: nothing else is ever deleted)."""
+def check_run_dir(out: Path, overwrite: bool) -> tuple[Path, ...]:
+    """Refuse an `--out` that is a file, or that holds files unless `overwrite`, and then unless all it holds is a
+    previous run's files; returns those files (for `clear_run_dir`: nothing else is ever deleted)."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; pass a directory for the run (a new or empty one)")
-    entries = sorted(out.iterdir()) if out.is_dir() else []
+    entries = tuple(sorted(out.iterdir())) if out.is_dir() else ()
     if not entries:
-        return
+        return ()
     if not overwrite:
         raise UserError(f"--out {out} is not empty; pass another --out, or --overwrite to replace the run in it")
     foreign = [e.name for e in entries if e.name not in RUN_FILES or e.is_dir()]
     if foreign:
         shown = ", ".join(foreign[:3]) + (" …" if len(foreign) > 3 else "")
         raise UserError(f"--out {out} holds files that are not a snaffle run's ({shown}); refusing to clear it")
-    for entry in entries:
-        entry.unlink()
+    return entries
+
+
+def clear_run_dir(files: tuple[Path, ...]) -> None:
+    """Remove a previous run's files (as `check_run_dir` found them)."""
+    for path in files:
+        path.unlink(missing_ok=True)
