@@ -94,6 +94,10 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_cap_args(p)
     add_sandbox_arg(p)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
+    overwrite = "replace the previous run in --out (refused when it holds anything else)"
+    p.add_argument("--overwrite", action="store_true", help=overwrite)
+    apply = "apply the patch to --repo at the end (refused when the tree changed during the run)"
+    p.add_argument("--apply", action="store_true", help=apply)
     shim = p.add_mutually_exclusive_group()
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
     shim.add_argument("--shim", metavar="URL", help="use a running shim (snaffle shim serve) at URL")
@@ -102,7 +106,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from snaffle.model.client import check_endpoint
-    from snaffle.run import SolveConfig, solve
+    from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
     from snaffle.shim.pricing import load_pricing
 
     if args.shim and not args.base_url:
@@ -116,25 +120,44 @@ def cmd_solve(args: argparse.Namespace) -> int:
         load_pricing(None).dollars,
         pipeline=pipeline_config(args),
         sandbox=args.sandbox,
+        apply=args.apply,
     )
     warn(require_mode(args.sandbox))
-    Workspace.open(args.repo).close()
+    opened = Workspace.open(args.repo)
+    opened.close()
+    previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
+    clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
     with metered(config, task, args) as metered_config:
         attempt = solve(task, metered_config)
-    print(
-        json.dumps(
-            {
-                "exit_status": attempt.exit_status,
-                "run_dir": str(args.out),
-                "patch_lines": len(attempt.patch.splitlines()),
-            }
-        )
-    )
+    result = json.loads((args.out / "result.json").read_text())
+    summary = {
+        "exit_status": attempt.exit_status,
+        "run_dir": str(args.out),
+        "patch_lines": len(attempt.patch.splitlines()),
+    }
+    print(json.dumps({**summary, "applied": result["applied"]}))
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
-        result = json.loads((args.out / "result.json").read_text())
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
+    return report_patch(args, opened.root, attempt.patch, result)
+
+
+def report_patch(args: argparse.Namespace, repo: Path, patch: str, result: dict[str, object]) -> int:
+    """Say where the patch went: applied, waiting in the run dir (how to apply it), or refused (exit 2, why)."""
+    if not patch.strip():
+        return 0
+    diff = (args.out / "patch.diff").resolve()
+    by_hand = f"git -C {repo} apply {diff}"
+    if result["applied"]:
+        print(f"snaffle: applied the patch to {repo} (a copy is in {diff})", file=sys.stderr)
+    elif not args.apply:
+        print(f"snaffle: {repo} is untouched; to apply the patch: {by_hand}", file=sys.stderr)
+    elif str(result["not_applied"]).startswith("the run ended"):
+        print(f"snaffle: {result['not_applied']}; to apply it anyway: {by_hand}", file=sys.stderr)
+    else:
+        print(f"snaffle: error: not applied: {result['not_applied']}; to apply it by hand: {by_hand}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -147,6 +170,7 @@ def warn(line: str) -> None:
 @contextmanager
 def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterator[SolveConfig]:
     """Route the model calls through the metering shim: an in-process one by default, or `--shim URL`."""
+    from snaffle.run import LEDGER_FILE
     from snaffle.shim.server import ShimConfig, start_shim
 
     if args.no_shim:
@@ -160,7 +184,7 @@ def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterat
     args.out.mkdir(parents=True, exist_ok=True)
     shim_config = ShimConfig(
         upstream=config.model.base_url,
-        db=args.out / "ledger.sqlite",
+        db=args.out / LEDGER_FILE,
         api_key_env=args.api_key_env if args.api_key_env in os.environ else None,
     )
     with start_shim(shim_config) as handle:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from snaffle import data
+from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
 from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.types import Event, Limits, Task
@@ -55,6 +56,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     warning = require_mode(args.sandbox)
     if warning:
         print(f"snaffle: warning: {warning}", file=sys.stderr)
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise UserError(f"--out {args.out} is not an empty directory; pass a new one (the demo writes its repo there)")
     example = resources.files("snaffle.examples").joinpath(EXAMPLE)
     root = args.out or Path(tempfile.mkdtemp(prefix="snaffle-demo-"))
     repo = prepare_repo(Path(str(example.joinpath("repo"))), root / "repo")
@@ -98,6 +101,7 @@ def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path, sandbox: st
         observer=progress_printer(),
         pipeline=pipeline,
         sandbox=sandbox,
+        apply=True,  # the demo's repo is its own copy: the fix goes into it, so its tests can be run after
     )
     attempt = solve(Task(repo=repo, issue=issue, instance_id="demo-median"), config)
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")

@@ -15,7 +15,7 @@ from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.pipeline import Pipeline
 from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
 from snaffle.cache import cache_dir
-from snaffle.exceptions import StateError
+from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig, OpenAIModel
@@ -25,15 +25,31 @@ from snaffle.sandbox import Sandbox
 from snaffle.tools import Registry
 from snaffle.trajectory import (
     PATCH_FILE,
+    RESULT_FILE,
     TRAJECTORY_FILE,
     TrajectoryWriter,
     exit_event,
     header_event,
     retry_event,
+    write_patch,
     write_result,
 )
 from snaffle.types import Attempt, Event, Limits, Mechanisms, Task, Usage
 from snaffle.workspace import Workspace, classify_patch
+
+APPLIED_STATUSES = ("submitted", "validated")
+"""The exit statuses whose patch `--apply` writes into the user's tree (a capped or failed run's is left aside)."""
+LEDGER_FILE = "ledger.sqlite"
+RUN_FILES = frozenset(
+    {
+        TRAJECTORY_FILE,
+        PATCH_FILE,
+        RESULT_FILE,
+        f"{RESULT_FILE}.tmp",
+        *(LEDGER_FILE + x for x in ("", "-wal", "-shm", "-journal")),
+    }
+)
+"""Everything a run writes into its directory: `--overwrite` clears a directory holding only these."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +70,11 @@ class SolveConfig:
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     """Which of snaffle's mechanisms are on (all, unless an ablation switches one off)."""
     secrets: tuple[str, ...] = ()
-    """Values redacted from every line written (the upstream API key when a shim holds it)."""
+    """Values redacted from every file written (the upstream API key when a shim holds it)."""
+    apply: bool = False
+    """Apply the patch to the user's tree when the run finishes (refused when that tree changed meanwhile)."""
+    private_copy: bool = True
+    """Work in a private copy of the repo; False only for a checkout that is private already (SWE-bench's)."""
     sandbox: str = "bubblewrap"
     """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
 
@@ -65,8 +85,8 @@ def zero_pricer(model: str, usage: Usage) -> float:
 
 
 def solve(task: Task, config: SolveConfig) -> Attempt:
-    """Run one arm on one task; every outcome (including model and state errors) ends in result.json."""
-    workspace = Workspace.open(task.repo)
+    """Run one arm on one task in a private copy of the repo; every outcome ends in patch.diff and result.json."""
+    user = Workspace.open(task.repo)
     config.out.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key, *config.secrets), config.observer)
     started = time.monotonic()
@@ -74,6 +94,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     config = replace(config, pipeline=config.pipeline.for_model(config.model.model))
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
+            workspace = user.clone(Path(scratch) / "work") if config.private_copy else user
             spec = arm_spec(config.arm)
             sandbox = Sandbox.create(Path(scratch) / "sandbox", config.sandbox)
             if spec.pipeline:
@@ -89,14 +110,14 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
                     config.pipeline.ablated(config.mechanisms),
                     Path(scratch),
                 )
-                return finish(task, config, workspace, writer, pipeline.run())
+                return finish(task, config, Copy(user, workspace), writer, pipeline.run())
             arm = build_arm(spec, config, workspace, sandbox, task, deadline)
             writer.write(header(task, config, spec))
             outcome = run_loop(config, workspace, writer, arm, deadline)
-            return finish(task, config, workspace, writer, outcome)
+            return finish(task, config, Copy(user, workspace), writer, outcome)
     finally:
         writer.close()
-        workspace.close()
+        user.close()
 
 
 def build_arm(
@@ -136,12 +157,10 @@ def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
     return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)
 
 
-def finish(
-    task: Task, config: SolveConfig, workspace: Workspace, writer: TrajectoryWriter, outcome: Outcome
-) -> Attempt:
-    """Write the exit line, patch.diff and result.json; a trajectory that cannot be saved turns into state_error."""
-    patch = workspace.patch()
-    (config.out / PATCH_FILE).write_text(patch, encoding="utf-8")
+def finish(task: Task, config: SolveConfig, copy: Copy, writer: TrajectoryWriter, outcome: Outcome) -> Attempt:
+    """Write patch.diff, the exit line and result.json (all redacted), then apply the patch if asked; a trajectory
+    that cannot be saved turns into state_error."""
+    patch = write_patch(config.out, copy.work.patch(), writer.secrets)
     status, message = outcome.status, outcome.message
     totals = {
         **outcome.usage.as_dict(),
@@ -153,24 +172,61 @@ def finish(
         writer.write(exit_event(status, message, patch, totals))
     except StateError as exc:
         status, message = "state_error", str(exc)
+    delivery = deliver(copy, patch, status) if config.apply else Delivery(False, "")
     shim = shim_totals(config.shim_ledger_url)
-    write_result(
-        config.out,
-        {
-            "instance_id": task.instance_id,
-            "arm": config.arm,
-            "model": config.model.model,
-            "exit_status": status,
-            "message": message,
-            "patch_kind": classify_patch(patch),
-            "patch_path": PATCH_FILE,
-            "trajectory_path": TRAJECTORY_FILE,
-            "totals": totals,
-            "shim": shim,
-            "usage_disagreement": disagrees(outcome.usage, shim),
-        },
-    )
+    result = {
+        "instance_id": task.instance_id,
+        "arm": config.arm,
+        "model": config.model.model,
+        "exit_status": status,
+        "message": message,
+        "patch_kind": classify_patch(patch),
+        "patch_path": PATCH_FILE,
+        "trajectory_path": TRAJECTORY_FILE,
+        "applied": delivery.applied,
+        "not_applied": delivery.refused or None,
+        "totals": totals,
+        "shim": shim,
+        "usage_disagreement": disagrees(outcome.usage, shim),
+    }
+    write_result(config.out, result, writer.secrets)
     return Attempt(patch, status, config.out / TRAJECTORY_FILE, outcome.usage)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The user's repository (only read, and written by `--apply`) and the private copy the run worked in."""
+
+    user: Workspace
+    work: Workspace
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of the patch at the end of a run: applied to the user's tree, or why not."""
+
+    applied: bool
+    refused: str
+    """Why the patch was not applied ('' when it was, or when applying was not asked for or had nothing to do)."""
+
+
+def deliver(copy: Copy, patch: str, status: str) -> Delivery:
+    """Apply the (redacted) patch to the user's tree, unless the run did not finish or that tree changed meanwhile."""
+    if not patch.strip():
+        return Delivery(False, "")
+    if status not in APPLIED_STATUSES:
+        return Delivery(False, f"the run ended {status}, so its patch was not applied")
+    if copy.user.root == copy.work.root:
+        return Delivery(True, "")  # no private copy (a checkout that is private already): the patch is in place
+    changed = copy.user.changed_since_start()
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        return Delivery(False, f"{copy.user.root} changed since the run started ({shown})")
+    try:
+        copy.user.apply(patch)
+    except UserError as exc:
+        return Delivery(False, str(exc))
+    return Delivery(True, "")
 
 
 def shim_totals(ledger_url: str | None) -> dict[str, Any] | None:
@@ -190,3 +246,26 @@ def disagrees(usage: Usage, shim: dict[str, Any] | None) -> bool:
     if not shim or "prompt_tokens" not in shim:
         return False
     return (usage.prompt_tokens, usage.completion_tokens) != (shim["prompt_tokens"], shim["completion_tokens"])
+
+
+def check_run_dir(out: Path, overwrite: bool) -> tuple[Path, ...]:
+    """Refuse an `--out` that is a file, or that holds files unless `overwrite`, and then unless all it holds is a
+    previous run's files; returns those files (for `clear_run_dir`: nothing else is ever deleted)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; pass a directory for the run (a new or empty one)")
+    entries = tuple(sorted(out.iterdir())) if out.is_dir() else ()
+    if not entries:
+        return ()
+    if not overwrite:
+        raise UserError(f"--out {out} is not empty; pass another --out, or --overwrite to replace the run in it")
+    foreign = [e.name for e in entries if e.name not in RUN_FILES or e.is_dir()]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (" …" if len(foreign) > 3 else "")
+        raise UserError(f"--out {out} holds files that are not a snaffle run's ({shown}); refusing to clear it")
+    return entries
+
+
+def clear_run_dir(files: tuple[Path, ...]) -> None:
+    """Remove a previous run's files (as `check_run_dir` found them)."""
+    for path in files:
+        path.unlink(missing_ok=True)

@@ -25,6 +25,41 @@ RESULT_FORMAT = "snaffle-result/1"
 TRAJECTORY_FILE = "trajectory.jsonl"
 PATCH_FILE = "patch.diff"
 RESULT_FILE = "result.json"
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 4
+"""Shorter values are not redacted (replacing every "abc" would mangle the record and hide nothing)."""
+
+
+def secret_values(*values: str | None) -> tuple[str, ...]:
+    """The values worth redacting, longest first (so a secret containing another is replaced whole)."""
+    kept = {v for v in values if v is not None and len(v) >= MIN_SECRET_CHARS}
+    return tuple(sorted(kept, key=len, reverse=True))
+
+
+def environment_secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The API keys of an environment (variables named `*API_KEY`), for a writer that was not handed the key."""
+    return secret_values(*(value for name, value in environ.items() if name.upper().endswith("API_KEY")))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """The one redaction of everything snaffle writes: every secret (an API key) replaced by `[redacted]`."""
+    for secret in secret_values(*secrets):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_bytes(data: bytes, secrets: Sequence[str]) -> bytes:
+    """`redact` for a file's bytes (a shipped run directory may hold binary files)."""
+    for secret in secret_values(*secrets):
+        data = data.replace(secret.encode("utf-8", "surrogateescape"), REDACTED.encode())
+    return data
+
+
+def write_patch(run_dir: Path, patch: str, secrets: Sequence[str] = ()) -> str:
+    """Write patch.diff (redacted) and return what was written."""
+    written = redact(patch, secrets)
+    (run_dir / PATCH_FILE).write_text(written, encoding="utf-8")
+    return written
 
 
 class TrajectoryWriter:
@@ -35,19 +70,21 @@ class TrajectoryWriter:
     ) -> None:
         self.path = path
         self.observer = observer
-        self._secrets = tuple(s for s in secrets if len(s) >= 4)
+        self.secrets = secret_values(*secrets)
         self._seq = 0
         self._file: IO[str] | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            self._file = path.open("x", encoding="utf-8")  # one run, one header: never appended to
+        except FileExistsError as exc:
+            raise StateError(f"{path} exists: a run directory holds one run (pick another --out)") from exc
         except OSError as exc:
             raise StateError(f"cannot open trajectory {path}: {exc}") from exc
 
     def write(self, event: Event) -> None:
-        line = json.dumps({"type": event["type"], "seq": self._seq, "t": round(time.time(), 3), **event})
-        for secret in self._secrets:
-            line = line.replace(secret, "[redacted]")
+        line = redact(
+            json.dumps({"type": event["type"], "seq": self._seq, "t": round(time.time(), 3), **event}), self.secrets
+        )
         try:
             assert self._file is not None, "trajectory writer is closed"
             self._file.write(line + "\n")
@@ -104,11 +141,12 @@ def read_trajectory(path: Path) -> Trajectory:
     return Trajectory(tuple(events), torn)
 
 
-def write_result(run_dir: Path, result: Mapping[str, Any]) -> Path:
-    """Write result.json atomically (temp file, then rename)."""
+def write_result(run_dir: Path, result: Mapping[str, Any], secrets: Sequence[str] = ()) -> Path:
+    """Write result.json atomically (temp file, then rename), redacted."""
     path = run_dir / RESULT_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"format": RESULT_FORMAT, **result}, indent=2) + "\n", encoding="utf-8")
+    text = json.dumps({"format": RESULT_FORMAT, **result}, indent=2) + "\n"
+    tmp.write_text(redact(text, secrets), encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -110,6 +110,7 @@ class Workspace:
     def clone(self, target: Path) -> Workspace:
         """A clean copy of the starting tree at `target` sharing this repo's objects (no network, no copy of .git)."""
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.root), str(target))
+        borrow_alternates(self.root, target)
         git(target, "read-tree", "-u", "--reset", self.base_tree)
         index = target / ".git" / "snaffle-index"  # goes with the copy: nothing is left behind when it is removed
         shutil.copyfile(target / ".git" / "index", index)
@@ -130,9 +131,25 @@ class Workspace:
         if proc.returncode != 0:
             raise UserError(f"patch does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
 
+    def changed_since_start(self) -> list[str]:
+        """The paths whose content differs from the starting snapshot (new and deleted files included)."""
+        current = snapshot_tree(self.root, self.index)
+        if current == self.base_tree:
+            return []
+        return git(self.root, "diff", "--name-only", "--no-renames", "-z", self.base_tree, current).split("\0")[:-1]
+
     def fingerprint(self) -> str:
         """A digest that changes whenever the working tree's content changes."""
         return snapshot_tree(self.root, self.index)
+
+
+def borrow_alternates(source: Path, target: Path) -> None:
+    """Let a clone of a clone list its source's object stores too, so one level of alternates names them all."""
+    theirs = source / ".git" / "objects" / "info" / "alternates"
+    if theirs.is_file():
+        ours = target / ".git" / "objects" / "info" / "alternates"
+        with ours.open("a", encoding="utf-8") as handle:
+            handle.write(theirs.read_text(encoding="utf-8"))
 
 
 def snapshot_tree(root: Path, index: Path) -> str:

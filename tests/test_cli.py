@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from pytest import MonkeyPatch
 
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
@@ -154,6 +158,8 @@ def test_demo_runs_end_to_end_on_the_scripted_model(tmp_path: Path) -> None:
     assert "tests before: FAILED" in proc.stdout and "tests after: passed" in proc.stdout
     assert "scripted model server" in proc.stdout and "the model fixed the bug." in proc.stdout
     assert json.loads((tmp_path / "demo" / "run" / "result.json").read_text())["exit_status"] == "validated"
+    again = snaffle("demo", "--scripted", "--out", str(tmp_path / "demo"))
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "not an empty directory" in again.stderr
 
 
 def test_a_running_shim_enforces_its_limits_from_outside(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
@@ -170,3 +176,108 @@ def test_a_running_shim_enforces_its_limits_from_outside(calc_repo: Path, script
     result = json.loads((out / "result.json").read_text())
     assert result["exit_status"] == "max_turns_exceeded" and result["shim"]["calls"] == 2
     assert len(server.requests) == 2
+
+
+def test_a_key_the_model_writes_and_echoes_reaches_no_file(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    secret = "sk-test-written-by-the-model-456"
+    leak = f"echo {secret} > leaked.txt && echo {secret} >> calc/__init__.py && echo {secret}"
+    server = scripted([bash(leak), {"content": f"DONE {secret}"}])
+    out = tmp_path / "run"
+    env = {**os.environ, "MY_KEY": secret}
+    proc = snaffle(*minimal_solve(calc_repo, "fix it", server.base_url, out), "--api-key-env", "MY_KEY", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "leaked.txt" in (out / "patch.diff").read_text()
+    report = tmp_path / "report.html"
+    proc = snaffle("trace", "html", str(out), "-o", str(report), env=env)
+    assert proc.returncode == 0, proc.stderr
+    for path in [*out.rglob("*"), report]:
+        assert path.is_dir() or secret.encode() not in path.read_bytes(), path
+    assert secret not in (calc_repo / "calc" / "__init__.py").read_text() and not (calc_repo / "leaked.txt").exists()
+
+
+def run_twice(repo: Path, start: Start, out: Path, *second: str) -> subprocess.CompletedProcess[str]:
+    for number, extra in enumerate([(), second]):
+        server = start(FIX_SCRIPT)
+        proc = snaffle(*minimal_solve(repo, CALC_ISSUE, server.base_url, out), "--model", "scripted", *extra)
+        if number == 0:
+            assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_a_rerun_into_a_used_out_is_refused(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_twice(calc_repo, scripted, out)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "--overwrite" in lines[0], proc.stderr
+    assert len(list(read_trajectory(out / "trajectory.jsonl").of_type("header"))) == 1
+
+
+def test_overwrite_clears_a_previous_run(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_twice(calc_repo, scripted, out, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(read_trajectory(out / "trajectory.jsonl").of_type("header"))) == 1
+    result = json.loads((out / "result.json").read_text())
+    assert result["shim"]["calls"] == len(FIX_SCRIPT) and result["usage_disagreement"] is False
+
+
+def test_out_that_is_a_file_or_holds_other_files_is_refused(calc_repo: Path, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    a_file = tmp_path / "thesis.tex"
+    a_file.write_text("years of work\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "thesis.tex").write_text("years of work\n")
+    (other / "result.json").write_text("{}\n")
+    cases = [
+        ([str(a_file)], "is a file"),
+        ([str(a_file), "--overwrite"], "is a file"),
+        ([str(other)], "--overwrite"),
+        ([str(other), "--overwrite"], "thesis.tex"),
+    ]
+    for args, message in cases:
+        proc = snaffle("solve", "--repo", str(calc_repo), "--issue", "x", "--base-url", dead, "--out", *args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
+    assert a_file.read_text() == "years of work\n" and (other / "thesis.tex").read_text() == "years of work\n"
+
+
+def test_an_older_runs_unredacted_key_stays_out_of_the_report(trace_runs: dict[str, Path], tmp_path: Path) -> None:
+    secret = "sk-test-from-an-older-snaffle-789"
+    run = tmp_path / "old-run"
+    shutil.copytree(trace_runs["clean"], run)
+    (run / "patch.diff").write_text((run / "patch.diff").read_text() + f"+# {secret}\n")
+    report = tmp_path / "report.html"
+    proc = snaffle("trace", "html", str(run), "-o", str(report), env={**os.environ, "OPENAI_API_KEY": secret})
+    assert proc.returncode == 0, proc.stderr
+    assert secret.encode() not in report.read_bytes() and b"[redacted]" in report.read_bytes()
+
+
+def test_a_batch_writes_the_key_into_no_prediction(tmp_path: Path, scripted: Start, monkeypatch: MonkeyPatch) -> None:
+    from snaffle.adapters import AdapterSpec
+    from snaffle.swebench.batch import BatchConfig, run_batch
+    from snaffle.swebench.instances import load_instances
+    from snaffle.swebench.progress import LineProgress
+    from snaffle.swebench.workspaces import Sources
+    from snaffle.types import Limits
+    from tests.swebench_helpers import FIX_COMMAND, make_mirror, three_instances, write_jsonl
+
+    secret = "sk-test-batch-key-0123456789"
+    monkeypatch.setenv("MY_KEY", secret)
+    mirror, commits = make_mirror(tmp_path)
+    leak = {
+        "content": f"{secret}\nDONE",
+        "tool_calls": [{"name": "bash", "arguments": {"command": f"{FIX_COMMAND}; echo {secret} >> calc/__init__.py"}}],
+    }
+    server = scripted([{**leak, "repeat": 3}])
+    instances = load_instances(write_jsonl(tmp_path / "instances.jsonl", three_instances(commits)))
+    adapter = AdapterSpec("minimal", "scripted", api_key_env="MY_KEY")
+    config = BatchConfig(
+        instances, adapter, server.base_url, tmp_path / "out", Limits(max_turns=3), Sources(repos=mirror)
+    )
+    summary = run_batch(config, LineProgress(io.StringIO()))
+    assert set(summary.statuses.values()) == {"submitted"}
+    predictions = (tmp_path / "out" / "predictions.jsonl").read_bytes()
+    assert b"[redacted]" in predictions and b"return a + b" in predictions
+    for path in (tmp_path / "out").rglob("*"):
+        assert path.is_dir() or secret.encode() not in path.read_bytes(), path

@@ -40,7 +40,7 @@ def run(
     retry_sleep: Sleep = time.sleep,
 ) -> Attempt:
     model = ModelConfig(base_url=server.base_url, model="scripted", tool_protocol=protocol, retry_sleep=retry_sleep)
-    config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer)
+    config = SolveConfig("minimal", model, limits or Limits(max_turns=20), out, pricer, apply=True)
     return solve(Task(repo=repo, issue=CALC_ISSUE), config)
 
 

@@ -37,6 +37,7 @@ def agentless(repo: Path, issue: str, server_url: str, out: Path, **pipeline: An
         out,
         zero_pricer,
         pipeline=PipelineConfig(**pipeline),
+        apply=True,  # the tests below check the fix in the repo
     )
     return solve(Task(repo=repo, issue=issue), config)
 

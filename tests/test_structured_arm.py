@@ -34,7 +34,7 @@ def test_structured_arm_fixes_the_planted_bug(calc_repo: Path, scripted: Start, 
     out = tmp_path / "run"
     model = ModelConfig(base_url=server.base_url, model="scripted")
     policy = PolicyConfig(keep_full=2, batch=1)
-    config = SolveConfig("structured", model, Limits(max_turns=20), out, zero_pricer, observations=policy)
+    config = SolveConfig("structured", model, Limits(max_turns=20), out, zero_pricer, observations=policy, apply=True)
     attempt = solve(Task(repo=calc_repo, issue=CALC_ISSUE), config)
     assert attempt.exit_status == "submitted" and repo_tests_pass(calc_repo)
     trajectory = read_trajectory(out / "trajectory.jsonl")

@@ -71,6 +71,28 @@ def test_a_failed_save_is_a_state_error(tmp_path: Path) -> None:
         TrajectoryWriter(Path("/proc/forbidden/t.jsonl"))
 
 
+def test_a_trajectory_is_never_appended_to(tmp_path: Path) -> None:
+    TrajectoryWriter(tmp_path / "t.jsonl").close()
+    with pytest.raises(StateError, match="a run directory holds one run"):
+        TrajectoryWriter(tmp_path / "t.jsonl")
+
+
+def test_every_writer_redacts_the_same_way(tmp_path: Path) -> None:
+    key, short = "sk-the-key-0123", "abc"
+    assert trajectory.redact(f"a {key} b sk-the-key-0123456 {short}", [key, f"{key}456", short]) == (
+        f"a [redacted] b [redacted] {short}"
+    )
+    assert trajectory.redact_bytes(f"\0{key}".encode(), [key]) == b"\0[redacted]"
+    writer = TrajectoryWriter(tmp_path / "t.jsonl", (key,))
+    writer.write({"type": "stage", "decision": key})
+    writer.close()
+    assert trajectory.write_patch(tmp_path, f"+{key}\n", [key]) == "+[redacted]\n"
+    trajectory.write_result(tmp_path, {"message": key}, [key])
+    for name in ("t.jsonl", "patch.diff", "result.json"):
+        text = (tmp_path / name).read_text()
+        assert key not in text and "[redacted]" in text, name
+
+
 def documented_fields(kind: str) -> set[str]:
     """The top-level fields docs/trajectory.md names for an event type (nested ones and notes left out)."""
     text = ROWS[kind].split(" plus stage-specific")[0]

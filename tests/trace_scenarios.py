@@ -119,7 +119,7 @@ def run_scenario(name: str, out: Path, repo_root: Path) -> Path:
         model = ModelConfig(base_url=server.base_url, model="scripted")
         limits = Limits(max_turns=scenario.max_turns)
         policy = SMALL_WINDOW if scenario.arm == "structured" else None
-        config = SolveConfig(scenario.arm, model, limits, out, scenario.pricer, observations=policy)
+        config = SolveConfig(scenario.arm, model, limits, out, scenario.pricer, observations=policy, apply=True)
         solve(Task(repo=repo, issue=CALC_ISSUE, instance_id=name), config)
     finally:
         server.stop()

@@ -19,9 +19,9 @@ class ArmAdapter:
         self.spec, self.out, self.pricer = spec, out, pricer
 
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
-        spec = self.spec
+        model = self.spec.model_config(base_url)  # the batch's checkout is private already: no copy of it
         config = SolveConfig(
-            spec.name, spec.model_config(base_url), limits, self.out, self.pricer, sandbox=spec.sandbox
+            self.spec.name, model, limits, self.out, self.pricer, private_copy=False, sandbox=self.spec.sandbox
         )
         if self.spec.pipeline is not None:
             config = dataclasses.replace(config, pipeline=self.spec.pipeline)

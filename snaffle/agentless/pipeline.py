@@ -115,7 +115,7 @@ class Pipeline:
         self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
         if chosen is None:
             return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
-        self.workspace.apply(chosen.patch)
+        self.workspace.apply(chosen.patch)  # into the run's private copy; `solve --apply` alone writes the user's tree
         evidence = "tests show the fix" if chosen.evidenced else "no test shows the fix; nothing it touches broke"
         status = "validated" if chosen.evidenced else "submitted"
         return self.outcome(status, f"sample {chosen.sample} selected: {evidence}")

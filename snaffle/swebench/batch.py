@@ -21,6 +21,7 @@ from snaffle.swebench.jobs import InstanceRecord, Job
 from snaffle.swebench.pools import make_pool
 from snaffle.swebench.progress import BatchState, ProgressView, ledger_usage, make_view
 from snaffle.swebench.workspaces import Sources
+from snaffle.trajectory import secret_values
 from snaffle.types import Limits, Usage
 
 LEDGER_FILE = "ledger.sqlite"
@@ -59,6 +60,11 @@ class BatchConfig:
     @property
     def prediction_model(self) -> str:
         return self.model_name or f"snaffle-{self.adapter.name}__{self.adapter.model}".replace("/", "__")
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Redacted from every file the batch writes: the upstream API key."""
+        return secret_values(self.adapter.api_key())
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ def prepare_outputs(config: BatchConfig, todo: Sequence[Instance], done: Sequenc
     for instance in done:
         patch = outputs.read_patch(outputs.instance_dir(config.out, instance.instance_id))
         rows[instance.instance_id] = outputs.prediction(instance.instance_id, config.prediction_model, patch)
-    outputs.write_predictions(path, rows.values())
+    outputs.write_predictions(path, rows.values(), config.secrets)
 
 
 def job_for(config: BatchConfig, instance: Instance, shim: Any, run_name: str) -> Job:
@@ -163,16 +169,16 @@ class Driver:
 
     def done(self, job: Job, record: InstanceRecord) -> None:
         if record.files:
-            outputs.unpack(job.out, record.files)
+            outputs.unpack(job.out, record.files, self.config.secrets)
         extra: dict[str, Any] = {"batch_run": self.run_name, "elapsed_s": round(record.elapsed_s, 3)}
         if record.checkout is not None:
             extra["checkout"] = record.checkout
         if self.shim is not None:
             extra["shim"] = self.shim_totals(job.instance.instance_id)
             extra["usage_disagreement"] = disagrees(outputs.read_result(job.out), extra["shim"])
-        outputs.merge_result(job.out, extra)
+        outputs.merge_result(job.out, extra, self.config.secrets)
         row = outputs.prediction(record.instance_id, self.config.prediction_model, record.patch)
-        outputs.append_prediction(self.config.out / outputs.PREDICTIONS, row)
+        outputs.append_prediction(self.config.out / outputs.PREDICTIONS, row, self.config.secrets)
         outputs.write_exit_statuses(self.config.out, outputs.collect_statuses(self.config.out))
         usage = record.usage if self.shim is None else Usage()  # with the shim, its ledger is the authority
         self.state = self.state.finished(record.instance_id, record.exit_status, usage)

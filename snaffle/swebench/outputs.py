@@ -10,12 +10,12 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from snaffle.exceptions import UserError
-from snaffle.trajectory import PATCH_FILE, RESULT_FILE, TRAJECTORY_FILE, write_result
+from snaffle.trajectory import PATCH_FILE, RESULT_FILE, TRAJECTORY_FILE, redact, redact_bytes, write_result
 
 PREDICTIONS = "predictions.jsonl"
 EXIT_STATUSES = "exit_statuses.json"
@@ -145,17 +145,17 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def write_predictions(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Rewrite the file atomically."""
+def write_predictions(path: Path, rows: Iterable[Mapping[str, Any]], secrets: Sequence[str] = ()) -> None:
+    """Rewrite the file atomically, redacted."""
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(dict(r)) + "\n" for r in rows), encoding="utf-8")
+    tmp.write_text(redact("".join(json.dumps(dict(r)) + "\n" for r in rows), secrets), encoding="utf-8")
     tmp.replace(path)
 
 
-def append_prediction(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one line and make it durable before the next instance is reported."""
+def append_prediction(path: Path, row: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
+    """Append one line (redacted) and make it durable before the next instance is reported."""
     with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(dict(row)) + "\n")
+        handle.write(redact(json.dumps(dict(row)), secrets) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -205,19 +205,20 @@ def write_crash(run_dir: Path, instance_id: str, arm: str, model: str, error: st
     )
 
 
-def merge_result(run_dir: Path, extra: Mapping[str, Any]) -> None:
+def merge_result(run_dir: Path, extra: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
     """Add batch-level facts (checkout, shim totals, elapsed) to an instance's result.json."""
     result = read_result(run_dir)
     if result is not None:
         result.pop("format", None)
-        write_result(run_dir, {**result, **extra})
+        write_result(run_dir, {**result, **extra}, secrets)
 
 
-def unpack(run_dir: Path, files: Mapping[str, bytes]) -> None:
-    """Write a shipped run directory; result.json last, so a kill never leaves a done-looking partial copy."""
+def unpack(run_dir: Path, files: Mapping[str, bytes], secrets: Sequence[str] = ()) -> None:
+    """Write a shipped run directory (redacted); result.json last, so a kill never leaves a done-looking partial
+    copy."""
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     for name in sorted(files, key=lambda n: n == RESULT_FILE):
         target = run_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(files[name])
+        target.write_bytes(redact_bytes(files[name], secrets))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from snaffle.trace.analysis import Analysis, analyze
 from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs
 from snaffle.trace.schema import load_trajectory
 from snaffle.trace.stats import AttemptStats, Summary, summarize
-from snaffle.trajectory import TRAJECTORY_FILE
+from snaffle.trajectory import TRAJECTORY_FILE, environment_secrets
 
 EXIT_USAGE = 2
 PIPE_WIDTH = 200
@@ -213,7 +214,7 @@ def _labels_record(x: Analysis) -> dict[str, object]:
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    page = html.report(_analyses(args), args.title)
+    page = html.report(_analyses(args), args.title, environment_secrets(os.environ))
     try:
         args.out.write_text(page, encoding="utf-8")
     except OSError as exc:

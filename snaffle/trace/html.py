@@ -9,6 +9,7 @@ from html import escape
 
 from snaffle.trace.analysis import Analysis
 from snaffle.trace.calls import describe
+from snaffle.trajectory import redact
 from snaffle.types import Event
 
 PLOT_W, PLOT_H, PLOT_PAD = 300, 110, 22
@@ -216,12 +217,13 @@ def attempt_section(x: Analysis, anchor: str, with_plots: bool) -> str:
     )
 
 
-def report(analyses: Sequence[Analysis], title: str = "snaffle run report") -> str:
-    """The whole page."""
+def report(analyses: Sequence[Analysis], title: str = "snaffle run report", secrets: Sequence[str] = ()) -> str:
+    """The whole page, with `secrets` redacted (runs of an older snaffle may hold an unredacted key)."""
     sections = "".join(attempt_section(x, f"a{i}", len(analyses) > 1) for i, x in enumerate(analyses))
-    return (
+    page = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>{overview(analyses)}{sections}</body></html>\n"
     )
+    return redact(page, [*secrets, *(escape(s) for s in secrets)])
