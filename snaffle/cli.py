@@ -19,7 +19,7 @@ from snaffle import __version__, demo
 from snaffle.agentless import localize
 from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
-from snaffle.exceptions import UserError
+from snaffle.exceptions import EndpointError, UserError
 from snaffle.model import local as local_model
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
@@ -33,7 +33,10 @@ if TYPE_CHECKING:  # the modules behind the commands load on first use, so --hel
 
 SHIM_RUN = "solve"
 EXIT_USAGE = 2
+"""Bad input: arguments, files, a URL that is not one; one line on stderr, nothing run."""
 EXIT_MODEL_UNREACHABLE = 3
+"""The model endpoint cannot be used: nothing accepts a connection, it is no OpenAI-compatible API, or it failed
+before any answer."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
+    except EndpointError as exc:
+        print(f"snaffle: error: {exc}", file=sys.stderr)
+        return EXIT_MODEL_UNREACHABLE
     except UserError as exc:
         print(f"snaffle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
