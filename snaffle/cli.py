@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from snaffle import __version__, demo
 from snaffle.agentless import localize
 from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
 from snaffle.arms import ARMS, DEFAULT_ARM
-from snaffle.exceptions import UserError
+from snaffle.exceptions import EndpointError, UserError
 from snaffle.model import local as local_model
 from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.shim import cli as shim_cli
@@ -34,7 +34,20 @@ if TYPE_CHECKING:  # the modules behind the commands load on first use, so --hel
 
 SHIM_RUN = "solve"
 EXIT_USAGE = 2
+"""Bad input: arguments, files, a URL that is not one; one line on stderr, nothing run."""
 EXIT_MODEL_UNREACHABLE = 3
+"""The model endpoint cannot be used: nothing accepts a connection, it is no OpenAI-compatible API, or it failed
+before any answer."""
+
+
+NODE_ID_HINT = "pass a pytest node id such as tests/test_x.py::test_y"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line on stderr (exit 2) that points at `--help`."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
+    except EndpointError as exc:
+        print(f"snaffle: error: {exc}", file=sys.stderr)
+        return EXIT_MODEL_UNREACHABLE
     except UserError as exc:
         print(f"snaffle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -56,9 +72,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="snaffle", description="A light harness for weak models fixing bugs.")
+    parser = OneLineParser(prog="snaffle", description="A light harness for weak models fixing bugs.")
     parser.add_argument("--version", action="version", version=f"snaffle {__version__}")
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")  # OneLineParser all the way down
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]", subparsers)
     add_solve(sub)
     add_prompt_size(sub)
     add_localize(sub)
@@ -111,7 +128,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
-    task = Task(args.repo, read_issue(args), args.repo.resolve().name, failing_test=args.failing_test)
+    issue, failing_test = read_issue(args), check_failing_test(args.repo, args.failing_test)
+    task = Task(args.repo, issue, args.repo.resolve().name, failing_test=failing_test)
     config = SolveConfig(
         args.arm,
         model_config(args),
@@ -201,16 +219,50 @@ def _segment(name: str) -> str:
 
 
 def read_issue(args: argparse.Namespace) -> str:
-    if args.issue is not None:
-        text = str(args.issue)
-    else:
-        try:
-            text = Path(args.issue_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read the issue file {args.issue_file}: {exc.__class__.__name__}") from exc
+    text = str(args.issue) if args.issue is not None else read_text_file(Path(args.issue_file), "the issue file")
     if not text.strip():
         raise UserError("the issue text is empty; pass --issue TEXT or a non-empty --issue-file")
     return text
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A UTF-8 text file's contents; a file that cannot be read, is binary (a NUL byte) or is not UTF-8 is refused."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.__class__.__name__}") from exc
+    if b"\0" in data:
+        raise UserError(f"{what} {path} is a binary file: pass a text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {path} is not UTF-8 text (byte {exc.start}): pass a UTF-8 text file") from exc
+
+
+def check_failing_test(repo: Path, node: str | None) -> str | None:
+    """The `--failing-test` node id when it names a file or directory inside the repository, with non-empty names
+    after each `::`; an option, a control character or a path outside is refused (a missing repo is refused later)."""
+    if node is None:
+        return None
+    shown = f"--failing-test {node!r}"
+    if not node.strip():
+        raise UserError(f"--failing-test is empty: {NODE_ID_HINT}")
+    if node.lstrip().startswith("-"):
+        raise UserError(f"{shown} looks like an option: {NODE_ID_HINT}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in node):
+        raise UserError(f"{shown} holds a control character: {NODE_ID_HINT}")
+    path, *names = node.split("::")
+    if any(not name for name in names):
+        raise UserError(f"{shown} has an empty name after '::': {NODE_ID_HINT}")
+    if not repo.is_dir():
+        return node
+    root = repo.resolve()
+    target = (root / path).resolve()
+    if Path(path).is_absolute() or not target.is_relative_to(root):
+        raise UserError(f"{shown} points outside the repository: {NODE_ID_HINT}")
+    if not target.exists():
+        raise UserError(f"{shown}: {path} is not in the repository {repo}: {NODE_ID_HINT}")
+    return node
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:
@@ -264,9 +316,10 @@ def cmd_localize(args: argparse.Namespace) -> int:
 
     issue = read_issue(args)
     Workspace.open(args.repo).close()
+    failing_test = check_failing_test(args.repo, args.failing_test)
     if args.top < 1:
         raise UserError("--top must be at least 1")
-    result = localize_repo(args.repo.resolve(), issue, args.failing_test, args.top)
+    result = localize_repo(args.repo.resolve(), issue, failing_test, args.top)
     if args.json:
         print(json.dumps(result.as_json()))
         return 0

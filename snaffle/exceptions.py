@@ -64,6 +64,11 @@ class UserError(Exception):
     names the fix; the CLI exits non-zero."""
 
 
+class EndpointError(UserError):
+    """Raised by the start-up check of the model endpoint when nothing accepts a connection there (refused, or its
+    name does not resolve) or it answers something that is not an OpenAI-compatible API; the CLI exits 3."""
+
+
 class ToolFailure(Exception):
     """A tool could not do what was asked; the message is the observation (the repo is unchanged), `gates` the
     gate decisions taken before it gave up."""

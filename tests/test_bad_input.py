@@ -1,5 +1,6 @@
-"""Bad input to `trace`, `ab` and `swebench grade`: one clear line on stderr naming the file, the line and what is
-wrong, exit 2, never a traceback; a torn last line is not bad input."""
+"""Bad input to `trace`, `ab`, `swebench grade`, `solve`, `localize`, `model` and `shim serve`: one clear line on
+stderr naming the file, the line or the flag and what is wrong, exit 2, never a traceback, nothing of the user's
+lost; a torn last line is not bad input."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from snaffle.cli import main
 from snaffle.exceptions import UserError
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.outputs import prediction_patches
+from tests.helpers import CALC_SOURCE, CALC_TEST, make_repo
+from tests.loopback import closed_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = {"instance_id": "x", "repo": "/nowhere", "issue": "add subtracts"}
@@ -358,3 +361,196 @@ def test_bad_instances_are_one_line_and_exit_2(
     refused(capsys, grade(tmp_path, predictions, path), str(path), *needles)
     with pytest.raises(UserError):
         load_instances(path)
+
+
+# --- solve and localize: the issue file, the repository, the failing test, the base URL ---
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    files: dict[str, str | bytes] = {"calc/__init__.py": CALC_SOURCE, "tests/test_calc.py": CALC_TEST}
+    return make_repo(tmp_path / "calc", files)
+
+
+def solve(repo: Path, tmp_path: Path, *args: str) -> list[str]:
+    return ["solve", "--repo", str(repo), "--base-url", closed_port(), "--out", str(tmp_path / "out"), *args]
+
+
+def localize(repo: Path, tmp_path: Path, *args: str) -> list[str]:
+    return ["localize", "--repo", str(repo), *args]
+
+
+BAD_ISSUE_FILES: tuple[tuple[str, bytes, str], ...] = (
+    ("not UTF-8", b"add subtracts \xff\xfe\x80", "is not UTF-8 text"),
+    ("a NUL byte", b"add subtracts\x00\x01\x02", "a binary file"),
+    ("an image", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "a binary file"),
+    ("empty", b"", "issue text is empty"),
+    ("only blanks", b" \n\t\n", "issue text is empty"),
+)
+
+
+@pytest.mark.parametrize("command", (solve, localize), ids=("solve", "localize"))
+@pytest.mark.parametrize(("case", "data", "needle"), BAD_ISSUE_FILES, ids=[c[0] for c in BAD_ISSUE_FILES])
+def test_a_bad_issue_file_is_one_line(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: object, case: str, data: bytes, needle: str
+) -> None:
+    issue = tmp_path / "issue.md"
+    issue.write_bytes(data)
+    argv = command(repo, tmp_path, "--issue-file", str(issue))  # type: ignore[operator]
+    refused(capsys, argv, needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", (solve, localize), ids=("solve", "localize"))
+def test_a_repository_that_is_not_one_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: object
+) -> None:
+    plain, a_file = tmp_path / "plain", tmp_path / "a-file"
+    plain.mkdir()
+    a_file.write_text("x")
+    for where, needle in ((plain, "not a git repository"), (a_file, "repository not found"), (tmp_path / "no", "not")):
+        refused(capsys, command(where, tmp_path, "--issue", "x"), str(where), needle)  # type: ignore[operator]
+
+
+BAD_NODE_IDS: tuple[tuple[str, str, str], ...] = (
+    ("empty", "", "is empty"),
+    ("blank", "  ", "is empty"),
+    ("an option", "-pevil", "looks like an option"),
+    ("a long option", "--pre=touch /tmp/x", "looks like an option"),
+    ("a newline", "tests/test_calc.py::test_add\nrm -rf /", "control character"),
+    ("a NUL", "tests/test_calc.py\x00::test_add", "control character"),
+    ("absolute", "/etc/passwd::x", "outside the repository"),
+    ("outside", "../../etc/passwd", "outside the repository"),
+    ("missing", "tests/test_nope.py::test_add", "tests/test_nope.py is not in the repository"),
+    ("an empty name", "tests/test_calc.py::", "empty name"),
+    ("an empty middle name", "tests/test_calc.py::::test_add", "empty name"),
+)
+
+
+@pytest.mark.parametrize("command", (solve, localize), ids=("solve", "localize"))
+@pytest.mark.parametrize(("case", "node", "needle"), BAD_NODE_IDS, ids=[c[0] for c in BAD_NODE_IDS])
+def test_a_malformed_failing_test_is_one_line(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: object, case: str, node: str, needle: str
+) -> None:
+    argv = command(repo, tmp_path, "--issue", "x", f"--failing-test={node}")  # type: ignore[operator]
+    refused(capsys, argv, "--failing-test", needle, "pytest node id")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_good_failing_test_passes_the_front_door(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Accepted node ids reach the endpoint check (a closed port here: exit 3), so the front door let them in."""
+    for node in ("tests/test_calc.py::test_add", "tests/test_calc.py", "tests", "tests/test_calc.py::test_add[a b]"):
+        assert main(solve(repo, tmp_path, "--issue", "x", "--failing-test", node)) == 3
+        assert "unreachable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["localhost:8080/v1", "ftp://127.0.0.1/v1", "http://", "http://127.0.0.1:99999/v1"])
+def test_a_base_url_that_is_no_url_is_one_line(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    argv = ["solve", "--repo", str(repo), "--issue", "x", "--base-url", url, "--out", str(tmp_path / "out")]
+    refused(capsys, argv, "--base-url", "http:// or https://")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["solve", "--max-turns", "many"], "--max-turns"),
+        (["solve", "--arm", "maximal"], "--arm"),
+        (["localize", "--top", "x"], "--top"),
+        (["model", "path", "--size", "7b"], "--size"),
+        (["model", "serve", "--size", "7b"], "--size"),
+        (["model", "serve", "--port", "eighty"], "--port"),
+        (["shim", "serve", "--db", "x"], "--upstream"),
+        (["no-such-command"], "no-such-command"),
+    ],
+)
+def test_an_argument_parsers_refusal_is_one_line(argv: list[str], needle: str) -> None:
+    code = "import sys; from snaffle.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and " error: " in proc.stderr and needle in proc.stderr, proc.stderr
+    assert "--help" in proc.stderr
+
+
+# --- model serve and shim serve ---
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--port", "99999"], "--port"),
+        (["--port", "-1"], "--port"),
+        (["--threads", "-1"], "--threads"),
+        (["--ctx", "0"], "--ctx"),
+        (["--ctx", "-5"], "--ctx"),
+    ],
+)
+def test_model_serve_refuses_bad_numbers_before_anything(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    refused(capsys, ["model", "serve", *args], needle)
+
+
+def shim_serve(*args: str) -> subprocess.CompletedProcess[str]:
+    """`snaffle shim serve` in a subprocess: a defence that is missing shows as a shim that serves (a timeout)."""
+    code = "import sys; from snaffle.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = [sys.executable, "-c", code, "shim", "serve", "--port", "0", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+
+def shim_refused(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("snaffle shim: ") and "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("upstream", ["nothing", "localhost:8080/v1", "ftp://127.0.0.1/v1", "http://", "http://h:0/v1"])
+def test_shim_serve_refuses_an_upstream_that_is_no_url(tmp_path: Path, upstream: str) -> None:
+    proc = shim_serve("--upstream", upstream, "--db", str(tmp_path / "ledger.sqlite"))
+    shim_refused(proc, "--upstream", "http:// or https://")
+    assert not (tmp_path / "ledger.sqlite").exists()
+
+
+def test_shim_serve_never_overwrites_a_file_that_is_not_a_ledger(tmp_path: Path) -> None:
+    for name, data in (("notes.txt", b"x"), ("big.txt", b"my notes\n" * 500), ("bin", bytes(range(256)))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        shim_refused(shim_serve("--upstream", closed_port(), "--db", str(path)), str(path), "not a SQLite")
+        assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [("a-dir", "cannot open the ledger"), ("missing/sub/ledger.sqlite", "cannot open the ledger")],
+)
+def test_shim_serve_refuses_a_ledger_it_cannot_write(tmp_path: Path, where: str, needle: str) -> None:
+    (tmp_path / "a-dir").mkdir()
+    shim_refused(shim_serve("--upstream", closed_port(), "--db", str(tmp_path / where)), needle, "--db")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--port", "99999"], "--port"),
+        (["--max-turns", "-1"], ">= 0"),
+        (["--max-dollars", "-0.5"], ">= 0"),
+        (["--run-max-dollars", "-1"], ">= 0"),
+        (["--upstream-timeout", "-1"], "--upstream-timeout"),
+        (["--max-body-bytes", "0"], "--max-body-bytes"),
+        (["--reserve-output-tokens", "-1"], "--reserve-output-tokens"),
+    ],
+)
+def test_shim_serve_refuses_bad_numbers(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = shim_serve("--upstream", closed_port(), "--db", str(tmp_path / "ledger.sqlite"), *args)
+    shim_refused(proc, needle)
+
+
+def test_shim_serve_refuses_a_binary_pricing_file(tmp_path: Path) -> None:
+    pricing = tmp_path / "pricing.toml"
+    pricing.write_bytes(bytes(range(256)))
+    proc = shim_serve("--upstream", closed_port(), "--db", str(tmp_path / "l.sqlite"), "--pricing", str(pricing))
+    shim_refused(proc, str(pricing), "UTF-8")

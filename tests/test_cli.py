@@ -13,11 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from pytest import MonkeyPatch
 
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
 from tests.helpers import CALC_ISSUE, FIX_SCRIPT, Start, bash
+from tests.loopback import busy_server, closed_port, web_page
 
 
 def snaffle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -281,3 +283,56 @@ def test_a_batch_writes_the_key_into_no_prediction(tmp_path: Path, scripted: Sta
     assert b"[redacted]" in predictions and b"return a + b" in predictions
     for path in (tmp_path / "out").rglob("*"):
         assert path.is_dir() or secret.encode() not in path.read_bytes(), path
+
+
+def one_error_line(stderr: str) -> str:
+    """The one `snaffle: error:` line, the last on stderr (the in-process shim may log its calls before it)."""
+    errors = [line for line in stderr.splitlines() if line.startswith("snaffle: error: ")]
+    assert len(errors) == 1 and stderr.strip().splitlines()[-1] == errors[0] and "Traceback" not in stderr, stderr
+    return errors[0]
+
+
+def test_an_unreachable_endpoint_exits_3_in_one_line(calc_repo: Path, tmp_path: Path) -> None:
+    dead = closed_port()
+    for url in (dead, "http://no-such-host.invalid/v1"):
+        proc = snaffle(*minimal_solve(calc_repo, "x", url, tmp_path / "out"))
+        assert proc.returncode == 3, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "unreachable" in proc.stderr and url in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_busy_endpoint_is_reachable_and_the_run_ends_on_its_cap(calc_repo: Path, tmp_path: Path) -> None:
+    """The start-up probe times out reading from a server that accepted it: solve goes on and ends on its time cap
+    with a run record, instead of calling the endpoint unreachable."""
+    out = tmp_path / "run"
+    with busy_server() as url:
+        proc = snaffle(*minimal_solve(calc_repo, "x", url, out), "--timeout", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["exit_status"] == "timeout"
+    assert json.loads((out / "result.json").read_text())["exit_status"] == "timeout"
+    assert "unreachable" not in proc.stderr
+
+
+def test_a_web_page_at_the_base_url_is_refused_at_start_up(calc_repo: Path, tmp_path: Path) -> None:
+    with web_page() as url:
+        proc = snaffle(*minimal_solve(calc_repo, "x", url, tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    line = one_error_line(proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "not an OpenAI-compatible API" in line and "text/html" in line
+
+
+@pytest.mark.parametrize("shim", [(), ("--no-shim",)], ids=["shim", "no-shim"])
+def test_a_chat_answer_that_is_a_web_page_ends_the_run_with_a_record(
+    calc_repo: Path, scripted: Start, tmp_path: Path, shim: tuple[str, ...]
+) -> None:
+    """The model list is fine but the chat answer is HTML: a model_error exit, result.json, one line, exit 3."""
+    page = "<html><body>Welcome to nginx!</body></html>"
+    server = scripted([{"raw_body": page, "repeat": 10}])
+    out = tmp_path / "run"
+    proc = snaffle(*minimal_solve(calc_repo, "x", server.base_url, out), *shim)
+    assert proc.returncode == 3, proc.stderr
+    assert "not a chat completion" in one_error_line(proc.stderr) and len(server.requests) == 1
+    result = json.loads((out / "result.json").read_text())
+    assert result["exit_status"] == "model_error" and "not a chat completion" in result["message"]
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    assert trajectory.exit is not None and trajectory.exit["status"] == "model_error"

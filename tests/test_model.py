@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 import openai
 import pytest
 
-from snaffle.exceptions import ModelError
+from snaffle.exceptions import EndpointError, ModelError, UserError
 from snaffle.model.client import (
     BACKOFF_MAX_S,
     BACKOFF_MIN_S,
     MAX_ATTEMPTS,
     ModelConfig,
     OpenAIModel,
+    check_endpoint,
     decode_reply,
     is_retryable,
     request_body,
@@ -19,6 +22,7 @@ from snaffle.model.client import (
 )
 from snaffle.model.text_protocol import decode_text_calls
 from snaffle.testing import ScriptedServer
+from tests.loopback import busy_server, closed_port, web_page
 
 
 def completion(message: dict[str, object], usage: dict[str, object] | None = None) -> dict[str, object]:
@@ -149,3 +153,86 @@ def test_retries_stop_after_the_last_attempt_and_each_wait_is_capped() -> None:
     assert [attempt for attempt, _ in hooked] == list(range(1, MAX_ATTEMPTS))
     assert slept == [wait for _, wait in hooked]
     assert all(BACKOFF_MIN_S <= wait <= backoff_bound(attempt) <= BACKOFF_MAX_S for attempt, wait in hooked)
+
+
+NOT_COMPLETIONS = (
+    ("an HTML page", "<!DOCTYPE html><html><body>Welcome to nginx!</body></html>", "<!DOCTYPE html>"),
+    ("a JSON list", "[1, 2]", "[1, 2]"),
+    ("an object without choices", '{"object": "list", "data": []}', '"object"'),
+    ("choices a string", '{"choices": "x"}', "choices"),
+    ("no choices", '{"choices": []}', "choices"),
+    ("a choice without a message", '{"choices": [{"text": "hi"}]}', "choices"),
+    ("content a number", '{"choices": [{"message": {"content": 5}}]}', "choices"),
+    ("tool calls an object", '{"choices": [{"message": {"content": "", "tool_calls": {"a": 1}}}]}', "tool_calls"),
+    ("usage a list", '{"choices": [{"message": {"content": "hi"}}], "usage": [1]}', "usage"),
+)
+
+
+@pytest.mark.parametrize(("case", "body", "shown"), NOT_COMPLETIONS, ids=[c[0] for c in NOT_COMPLETIONS])
+def test_an_answer_that_is_not_a_chat_completion_is_a_model_error_at_once(case: str, body: str, shown: str) -> None:
+    """A 200 whose body is not a chat completion: one ModelError naming what came instead, not retried."""
+    with ScriptedServer([{"raw_body": body, "repeat": 3}, {"content": "DONE"}]) as server:
+        with pytest.raises(ModelError, match="not a chat completion") as caught:
+            recording_model(server.base_url, [], []).complete(HELLO, [])
+        assert len(server.requests) == 1
+    assert shown in caught.value.message and "\n" not in caught.value.message
+
+
+def test_the_shims_502_for_a_garbage_answer_is_not_retried() -> None:
+    import httpx
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(502, request=request)
+    garbage = openai.APIStatusError("x", response=response, body={"error": {"type": "upstream_invalid_response"}})
+    assert not is_retryable(garbage)
+    assert is_retryable(openai.APIStatusError("x", response=response, body={"error": {"type": "upstream_error"}}))
+
+
+def test_a_tool_call_whose_function_is_not_an_object_is_a_rejected_call() -> None:
+    reply = decode_reply(completion({"content": "", "tool_calls": [{"id": "a", "function": "bash"}]}), 0.1, {})
+    assert reply.tool_calls[0].name == "" and reply.tool_calls[0].error is None
+
+
+# --- the start-up check of the endpoint ---
+
+
+def test_check_endpoint_accepts_an_openai_server_and_a_404() -> None:
+    with ScriptedServer([]) as server:
+        check_endpoint(server.base_url)
+        check_endpoint(server.base_url.removesuffix("/v1") + "/elsewhere")  # 404 at /models: still a server
+
+
+def test_a_busy_server_is_reachable() -> None:
+    """It accepted the connection and does not answer within the probe's timeout: go on, the call has its own."""
+    with busy_server() as url:
+        started = time.monotonic()
+        check_endpoint(url, timeout_s=0.5)
+        assert time.monotonic() - started < 2.0
+
+
+def test_a_refused_connection_is_unreachable() -> None:
+    url = closed_port()
+    with pytest.raises(EndpointError, match="unreachable") as caught:
+        check_endpoint(url, timeout_s=0.5)
+    assert url in str(caught.value) and "refused" in str(caught.value) and "--base-url" in str(caught.value)
+
+
+def test_a_failed_name_lookup_is_unreachable() -> None:
+    with pytest.raises(EndpointError, match="unreachable") as caught:
+        check_endpoint("http://no-such-host.invalid/v1", timeout_s=2.0)
+    assert "no-such-host.invalid" in str(caught.value)
+
+
+def test_a_web_page_is_not_an_openai_endpoint() -> None:
+    with web_page() as url:
+        with pytest.raises(EndpointError, match="not an OpenAI-compatible API") as caught:
+            check_endpoint(url, timeout_s=2.0)
+    message = str(caught.value)
+    assert "text/html" in message and "Welcome to nginx" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("url", ["localhost:8080/v1", "ftp://127.0.0.1/v1", "http://", "http://h:99999/v1", ""])
+def test_a_base_url_that_is_not_http_is_bad_input(url: str) -> None:
+    with pytest.raises(UserError, match="http:// or https://") as caught:
+        check_endpoint(url)
+    assert not isinstance(caught.value, EndpointError)

