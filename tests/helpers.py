@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,36 @@ def bash(command: str) -> dict[str, Any]:
 def repo_tests_pass(repo: Path) -> bool:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo)
     return proc.returncode == 0
+
+
+FORK_BOMB = (
+    "import os, time\n"
+    "n = 0\n"
+    "for _ in range(400):\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError:\n"
+    "        break\n"
+    "    if pid == 0:\n"
+    "        time.sleep(30)\n"
+    "        os._exit(0)\n"
+    "    n += 1\n"
+    "print('forked', n)\n"
+)
+"""400 children that stay alive (the count cannot pass the limit by children exiting early, whatever the load)."""
+
+
+def tiny_wheel(directory: Path) -> Path:
+    """A minimal pure-Python wheel (no build step: pip installs it offline)."""
+    name, dist = "tiny_snaffle_probe", "tiny_snaffle_probe-0.1.dist-info"
+    files = {
+        f"{name}.py": "X = 1\n",
+        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: tiny-snaffle-probe\nVersion: 0.1\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    path = directory / f"{name}-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+        wheel.writestr(f"{dist}/RECORD", "".join(f"{m},,\n" for m in [*files, f"{dist}/RECORD"]))
+    return path
