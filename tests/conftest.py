@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,3 +47,23 @@ def trace_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def gold_file(trace_runs: dict[str, Path]) -> Path:
     """The clean run's patch is the gold patch (it fixes add)."""
     return trace_runs["clean"] / "patch.diff"
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A real TCP listener on the host's loopback; the test fails if anything connected to it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            accepted.append(server.accept()[0])
+        except OSError:  # closed at the end of the test: nobody connected
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    assert not accepted, "a model-caused process reached the host's loopback listener"

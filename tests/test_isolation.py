@@ -11,7 +11,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -187,25 +186,6 @@ def test_a_flood_of_output_keeps_the_harness_small(
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 100_000
     assert len(out) < 20_000 and "cut" in out and "END" in out
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        try:
-            accepted.append(server.accept()[0])
-        except OSError:  # closed at the end of the test: nobody connected
-            pass
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield server.getsockname()[1]
-    server.close()
-    assert not accepted, "a model-caused process reached the host's loopback listener"
 
 
 RAW_CONNECT = (

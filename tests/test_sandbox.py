@@ -8,10 +8,8 @@ import resource
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,26 +71,6 @@ def test_tmp_is_private_and_does_not_persist(box: Sandbox, repo: Path) -> None:
     marker = f"/tmp/snaffle-test-{uuid.uuid4().hex}"
     run(box, repo, f"echo x > {marker}")
     assert not Path(marker).exists()
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        try:
-            accepted.append(server.accept()[0])
-        except OSError:  # closed at the end of the test: nobody connected
-            pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    server.close()
-    assert not accepted, "a sandboxed process reached the host's loopback listener"
 
 
 def test_no_network_not_even_loopback_or_dev_tcp(box: Sandbox, repo: Path, listener: int) -> None:
