@@ -26,7 +26,7 @@ from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
 from snaffle.types import Limits, Task
-from snaffle.workspace import Workspace
+from snaffle.workspace import repo_root
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
     from snaffle.model.client import ModelConfig
@@ -141,8 +141,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         apply=args.apply,
     )
     warn(require_mode(args.sandbox))
-    opened = Workspace.open(args.repo)
-    opened.close()
+    repo = repo_root(args.repo)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
@@ -158,7 +157,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
-    return report_patch(args, opened.root, attempt.patch, result)
+    return report_patch(args, repo, attempt.patch, result)
 
 
 def report_patch(args: argparse.Namespace, repo: Path, patch: str, result: dict[str, object]) -> int:
@@ -315,7 +314,7 @@ def cmd_localize(args: argparse.Namespace) -> int:
     from snaffle.agentless.localize import localize_repo
 
     issue = read_issue(args)
-    Workspace.open(args.repo).close()
+    repo_root(args.repo)
     failing_test = check_failing_test(args.repo, args.failing_test)
     if args.top < 1:
         raise UserError("--top must be at least 1")

@@ -21,17 +21,17 @@ import subprocess
 import sys
 import sysconfig
 import time
-import tomllib
 import uuid
 import venv
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
+from snaffle import data
 from snaffle.exceptions import ToolFailure, UserError
 from snaffle.types import SOURCE_DIRS
+from snaffle.workspace import SAFE_GIT_ENV
 
 OUTPUT_CAP = 8_000
 BASH_TIMEOUT_S = 60.0
@@ -48,6 +48,7 @@ UNSAFE_WARNING = (
 EXIT_GRACE_S = 0.5
 READ_CHUNK = 65_536
 PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+BUBBLEWRAP_KEYS = ("system_paths", "etc_paths", "max_processes")
 PIP_SHIM = '#!/bin/sh\nexec "$VIRTUAL_ENV/bin/python" -m pip "$@"\n'
 
 
@@ -65,15 +66,18 @@ class Confinement:
 
 @cache
 def confinement() -> Confinement:
-    data = tomllib.loads(resources.files("snaffle.data").joinpath("sandbox.toml").read_text(encoding="utf-8"))
-    bubblewrap, environment = data["bubblewrap"], data["environment"]
+    where = "snaffle/data/sandbox.toml"
+    tables = data.load("sandbox.toml")
+    box = data.required(data.table(tables, "bubblewrap", where), BUBBLEWRAP_KEYS, f"{where} [bubblewrap]")
+    environment = data.required(data.table(tables, "environment", where), ("keep", "path"), f"{where} [environment]")
+    output = data.required(data.table(tables, "output", where), ("cap_bytes",), f"{where} [output]")
     return Confinement(
-        system_paths=tuple(bubblewrap["system_paths"]),
-        etc_paths=tuple(bubblewrap["etc_paths"]),
-        max_processes=int(bubblewrap["max_processes"]),
+        system_paths=tuple(box["system_paths"]),
+        etc_paths=tuple(box["etc_paths"]),
+        max_processes=int(box["max_processes"]),
         keep_env=tuple(environment["keep"]),
         path=str(environment["path"]),
-        output_cap_bytes=int(data["output"]["cap_bytes"]),
+        output_cap_bytes=int(output["cap_bytes"]),
     )
 
 
@@ -190,10 +194,8 @@ def sandbox_env(env_dir: Path, home: Path, host: Mapping[str, str]) -> dict[str,
         PIP_NO_INPUT="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL="/dev/null",
     )
+    env.update(SAFE_GIT_ENV)  # a git the model runs reads no system or global config either
     return env
 
 

@@ -45,12 +45,7 @@ class Workspace:
     @classmethod
     def open(cls, repo: Path) -> Workspace:
         """Open a repo and snapshot its working tree (uncommitted changes included) as the base."""
-        root = repo.resolve()
-        if not root.is_dir():
-            raise UserError(f"repository not found: {repo} (pass an existing directory to --repo)")
-        if git(root, "rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
-            raise UserError(f"not a git repository: {repo} (run `git init && git add -A && git commit` there)")
-        top = Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
+        top = repo_root(repo)
         index = Path(tempfile.mkdtemp(prefix=INDEX_PREFIX)) / "index"
         real_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
         if real_index.is_file():
@@ -150,6 +145,17 @@ def borrow_alternates(source: Path, target: Path) -> None:
         ours = target / ".git" / "objects" / "info" / "alternates"
         with ours.open("a", encoding="utf-8") as handle:
             handle.write(theirs.read_text(encoding="utf-8"))
+
+
+def repo_root(repo: Path) -> Path:
+    """The top level of the git working tree `repo` is in; a missing directory or a non-repo is a `UserError`.
+    Cheap (two rev-parse calls): the front door checks `--repo` with it, without snapshotting the tree."""
+    root = repo.resolve()
+    if not root.is_dir():
+        raise UserError(f"repository not found: {repo} (pass an existing directory to --repo)")
+    if git(root, "rev-parse", "--is-inside-work-tree", check=False).strip() != "true":
+        raise UserError(f"not a git repository: {repo} (run `git init && git add -A && git commit` there)")
+    return Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
 
 
 def snapshot_tree(root: Path, index: Path) -> str:
