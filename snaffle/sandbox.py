@@ -109,6 +109,11 @@ class Sandbox:
     mode: str = "bubblewrap"
     readable: tuple[Path, ...] = field(default=())
 
+    @property
+    def python(self) -> str:
+        """The interpreter that runs the repository's code: tests, snippets, SBFL (today snaffle's own)."""
+        return sys.executable
+
     @classmethod
     def create(cls, scratch: Path, mode: str = "bubblewrap") -> Sandbox:
         """A scratch venv and HOME, an allowlisted environment; refuses `bubblewrap` mode where it cannot start."""

@@ -7,7 +7,6 @@ pytest's junit XML gives each test's outcome. A line covered by failing tests an
 from __future__ import annotations
 
 import math
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -36,7 +35,7 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
         scratch = Path(tmp)
         (scratch / "coveragerc").write_text(COVERAGE_RC)
         command = [
-            sys.executable,
+            sandbox.python,
             "-m",
             "coverage",
             "run",

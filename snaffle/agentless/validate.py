@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
@@ -85,7 +84,7 @@ def run_tests(
         junit = Path(tmp) / "junit.xml"
         env = sandbox.env_for(workspace.root)
         command = [
-            sys.executable,
+            sandbox.python,
             "-m",
             "pytest",
             "-q",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -87,7 +86,7 @@ class SnippetRunner:
             (scratch / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD)
             guard = [str(scratch / "guard")]
         env = self.sandbox.env_for(self.workspace.root, *guard)
-        command = [sys.executable, "-c", code]
+        command = [self.sandbox.python, "-c", code]
         if self.unshare:
             command = ["unshare", "--net", "--", *command]
         timeout = time_left(self.timeout_s, self.deadline)

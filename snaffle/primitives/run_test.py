@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 
 from snaffle.sandbox import Sandbox, time_left
@@ -50,7 +49,7 @@ class PytestRunner:
 
     def run(self, target: str, state: str) -> PytestRun:
         args = ["-k", target[3:].strip()] if target.startswith("-k ") else shlex.split(target)
-        command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
+        command = [self.sandbox.python, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
         root = self.workspace.root
         timeout = time_left(TEST_TIMEOUT_S, self.deadline)
         done = self.sandbox.run(command, root, timeout, writable=root, env=self.sandbox.env_for(root))
