@@ -45,7 +45,8 @@ REPEAT_MESSAGE = (
     "Refused: this exact call already ran and nothing has changed since, so its result stands. Try something else."
 )
 
-Pricer = Callable[[str, Usage], float]
+Pricer = Callable[[str, Usage], float | None]
+"""Dollars of one call; None when the model's price is unknown (recorded as unknown, never as $0)."""
 Fingerprint = Callable[[], str]
 
 

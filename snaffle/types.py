@@ -23,6 +23,9 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     dollars: float = 0.0
+    """Dollars of the priced calls; `known_dollars` is None when any call's price is unknown."""
+    unpriced: int = 0
+    """Calls whose model has no known price (their cost is unknown, never counted as $0)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -31,10 +34,17 @@ class Usage:
             self.cached_tokens + other.cached_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.dollars + other.dollars,
+            self.unpriced + other.unpriced,
         )
 
-    def with_dollars(self, dollars: float) -> Usage:
-        return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.reasoning_tokens, dollars)
+    def with_dollars(self, dollars: float | None) -> Usage:
+        """This call's usage priced at `dollars` (None: its price is unknown)."""
+        return replace(self, dollars=dollars or 0.0, unpriced=int(dollars is None))
+
+    @property
+    def known_dollars(self) -> float | None:
+        """The dollars, or None when a call's price is unknown."""
+        return None if self.unpriced else self.dollars
 
     @property
     def total_tokens(self) -> int:
@@ -46,7 +56,7 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
             "reasoning_tokens": self.reasoning_tokens,
-            "dollars": round(self.dollars, 8),
+            "dollars": None if self.unpriced else round(self.dollars, 8),
         }
 
 

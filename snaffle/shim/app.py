@@ -260,7 +260,7 @@ class Shim:
             prompt = estimate_prompt_tokens(payload)
         asked = asked_completion_tokens(payload)
         worst = Usage(prompt, config.reserve_output_tokens if asked is None else asked)
-        dollars = self.pricing.dollars(call.model, worst) if capped else 0.0
+        dollars = (self.pricing.dollars(call.model, worst) or 0.0) if capped else 0.0  # unknown: no dollar hold
         return Hold(1, worst.total_tokens, dollars), prompt + (asked or 0)
 
     def _check(self, call: Call, worst: Hold) -> limits.Refusal | None:
@@ -426,8 +426,7 @@ class Shim:
         return call.status, json.dumps(body).encode(), {"content-type": "application/json"}
 
     def _priced(self, call: Call, usage: Usage) -> Usage:
-        dollars = self.pricing.dollars(call.model, usage)
-        return Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens, dollars)
+        return usage.with_dollars(self.pricing.dollars(call.model, usage))
 
     async def _estimate_missing_usage(self, call: Call) -> None:
         """An answered call without its usage (a stream that ended before it, an answer that is not a chat
@@ -555,7 +554,7 @@ def ledger_row(call: Call, usage: Usage, unknown: bool) -> LedgerRow:
         usage.completion_tokens,
         usage.cached_tokens,
         usage.reasoning_tokens,
-        usage.dollars,
+        usage.known_dollars,
         unknown,
         call.bytes,
         call.error_type,

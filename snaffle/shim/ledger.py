@@ -52,6 +52,40 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         "0003_usage_estimated",
         "ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0",
     ),
+    (
+        "0004_dollars_unknown",  # dollars NULL: the model's price is unknown (SQLite alters no constraint: rebuild)
+        """
+        CREATE TABLE calls_priced (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            run TEXT NOT NULL,
+            instance TEXT NOT NULL,
+            call INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            stream INTEGER NOT NULL,
+            status INTEGER NOT NULL,
+            latency_ms REAL NOT NULL,
+            ttfb_ms REAL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER NOT NULL,
+            dollars REAL,
+            usage_unknown INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            error_type TEXT,
+            usage_estimated INTEGER NOT NULL DEFAULT 0
+        );
+        INSERT INTO calls_priced SELECT * FROM calls;
+        DROP TABLE calls;
+        ALTER TABLE calls_priced RENAME TO calls;
+        CREATE INDEX calls_by_instance ON calls (run, instance);
+        CREATE TRIGGER calls_no_update BEFORE UPDATE ON calls
+            BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+        CREATE TRIGGER calls_no_delete BEFORE DELETE ON calls
+            BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+        """,
+    ),
 )
 """Append-only: never edit or reorder an applied migration; add a new one at the end."""
 
@@ -78,7 +112,8 @@ class LedgerRow:
     completion_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
-    dollars: float = 0.0
+    dollars: float | None = 0.0
+    """None: the model's price is unknown."""
     usage_unknown: bool = False
     bytes: int = 0
     error_type: str | None = None
@@ -92,7 +127,8 @@ class LedgerRow:
             self.completion_tokens,
             self.cached_tokens,
             self.reasoning_tokens,
-            self.dollars,
+            self.dollars or 0.0,
+            int(self.dollars is None),
         )
 
     @property
@@ -147,7 +183,8 @@ TOTALS = """
         COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cached_tokens), 0),
         COALESCE(SUM(reasoning_tokens), 0), COALESCE(SUM(dollars), 0.0), COALESCE(SUM(usage_unknown), 0),
         COALESCE(SUM(usage_estimated), 0),
-        COALESCE(SUM(error_type IN ('budget_exceeded', 'max_turns_exceeded', 'timeout')), 0), MIN(ts)
+        COALESCE(SUM(error_type IN ('budget_exceeded', 'max_turns_exceeded', 'timeout')), 0), MIN(ts),
+        COALESCE(SUM(dollars IS NULL), 0)
     FROM calls WHERE run = ? AND instance = ?
 """
 
@@ -200,10 +237,10 @@ class Ledger:
     def totals(self, run: str, instance: str) -> Totals:
         """Cumulative usage of one instance, from the committed rows."""
         with self._lock:
-            count, last, ok, p, c, ca, r, dollars, unknown, estimated, refused, first = self._conn.execute(
+            count, last, ok, p, c, ca, r, dollars, unknown, estimated, refused, first, unpriced = self._conn.execute(
                 TOTALS, (run, instance)
             ).fetchone()
-        usage = Usage(p, c, ca, r, dollars)
+        usage = Usage(p, c, ca, r, dollars, unpriced)
         return Totals(last, ok, usage, unknown, estimated, refused, count - ok - refused, first)
 
     def run_dollars(self, run: str) -> float:

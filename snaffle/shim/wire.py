@@ -99,7 +99,7 @@ def usage_headers(totals: Totals, call_number: int | None = None) -> dict[str, s
         "x-snaffle-completion-tokens": str(usage.completion_tokens),
         "x-snaffle-cached-tokens": str(usage.cached_tokens),
         "x-snaffle-reasoning-tokens": str(usage.reasoning_tokens),
-        "x-snaffle-dollars": f"{usage.dollars:.8f}",
+        "x-snaffle-dollars": "unknown" if usage.unpriced else f"{usage.dollars:.8f}",
         "x-snaffle-usage-unknown": str(totals.usage_unknown),
     }
     if call_number is not None:

@@ -212,11 +212,14 @@ def _wall_s(run: Run) -> float:
 
 
 def _dollars(run: Run, last_call: Event) -> tuple[float, str]:
-    """The shim's figures when present (it is the authority), else the harness's own."""
+    """The shim's figures when present (it is the authority), else the harness's own; source `unknown` when a
+    model's price was unknown (recorded as null, never as $0)."""
     for shim in (run.result.get("shim"), last_call.get("shim")):
         if isinstance(shim, Mapping) and isinstance(shim.get("dollars"), int | float):
             return float(shim["dollars"]), "shim"
     totals = run.exit.get("totals") or (last_call.get("cumulative") or {})
+    if "dollars" in totals and totals["dollars"] is None:
+        return 0.0, "unknown"
     return float(totals.get("dollars") or 0.0), "harness"
 
 
@@ -294,7 +297,13 @@ def summarize(stats: Sequence[AttemptStats]) -> Summary:
         complete=sum(s.status != INCOMPLETE for s in stats),
         graded=sum(s.resolved is not None for s in stats),
         resolved=sum(s.resolved is True for s in stats),
-        dollars_source=sources.pop() if len(sources) == 1 else "mixed" if sources else "harness",
+        dollars_source="unknown"
+        if "unknown" in sources
+        else sources.pop()
+        if len(sources) == 1
+        else "mixed"
+        if sources
+        else "harness",
         metrics=metrics,
         statuses=dict(Counter(s.status for s in stats)),
     )
