@@ -31,6 +31,7 @@ from snaffle.workspace import repo_root
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
     from snaffle.model.client import ModelConfig
     from snaffle.run import SolveConfig
+    from snaffle.shim.pricing import Pricing
 
 SHIM_RUN = "solve"
 EXIT_USAGE = 2
@@ -118,10 +119,13 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     shim = p.add_mutually_exclusive_group()
     shim.add_argument("--no-shim", action="store_true", help="talk to the endpoint directly (no metering shim)")
     shim.add_argument("--shim", metavar="URL", help="use a running shim (snaffle shim serve) at URL")
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary (errors and warnings only)")
+    p.add_argument("--json", action="store_true", help="no progress; one JSON line at the end (for scripts)")
     p.set_defaults(func=cmd_solve)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from snaffle.console import Progress, choose_mode
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
     from snaffle.shim.pricing import load_pricing
@@ -130,12 +134,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
     issue, failing_test = read_issue(args), check_failing_test(args.repo, args.failing_test)
     task = Task(args.repo, issue, args.repo.resolve().name, failing_test=failing_test)
+    pricing = load_pricing(None)  # one table for the harness and the in-process shim: a warning is said once
+    progress = Progress(choose_mode(args.quiet, args.json, sys.stdout.isatty()), sys.stdout)
     config = SolveConfig(
         args.arm,
         model_config(args),
         limits_of(args),
         args.out,
-        load_pricing(None).dollars,
+        pricing.dollars,
+        observer=progress,
         pipeline=pipeline_config(args),
         sandbox=args.sandbox,
         apply=args.apply,
@@ -145,7 +152,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
-    with metered(config, task, args) as metered_config:
+    with metered(config, task, args, pricing) as metered_config, progress.live():
         attempt = solve(task, metered_config)
     result = json.loads((args.out / "result.json").read_text())
     summary = {
@@ -153,7 +160,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "run_dir": str(args.out),
         "patch_lines": len(attempt.patch.splitlines()),
     }
-    print(json.dumps({**summary, "applied": result["applied"]}))
+    if args.json:
+        print(json.dumps({**summary, "applied": result["applied"]}))
+    progress.summary(result, args.out, attempt.patch)
     if attempt.exit_status == "model_error" and attempt.usage.total_tokens == 0:
         print(f"snaffle: error: {result['message']} (check --base-url)", file=sys.stderr)
         return EXIT_MODEL_UNREACHABLE
@@ -162,7 +171,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def report_patch(args: argparse.Namespace, repo: Path, patch: str, result: dict[str, object]) -> int:
     """Say where the patch went: applied, waiting in the run dir (how to apply it), or refused (exit 2, why)."""
-    if not patch.strip():
+    if not patch.strip() or (args.quiet and (result["applied"] or not args.apply)):
         return 0
     diff = (args.out / "patch.diff").resolve()
     by_hand = f"git -C {repo} apply {diff}"
@@ -185,7 +194,7 @@ def warn(line: str) -> None:
 
 
 @contextmanager
-def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterator[SolveConfig]:
+def metered(config: SolveConfig, task: Task, args: argparse.Namespace, pricing: Pricing) -> Iterator[SolveConfig]:
     """Route the model calls through the metering shim: an in-process one by default, or `--shim URL`."""
     from snaffle.run import LEDGER_FILE
     from snaffle.shim.server import ShimConfig, start_shim
@@ -204,7 +213,7 @@ def metered(config: SolveConfig, task: Task, args: argparse.Namespace) -> Iterat
         db=args.out / LEDGER_FILE,
         api_key_env=args.api_key_env if args.api_key_env in os.environ else None,
     )
-    with start_shim(shim_config) as handle:
+    with start_shim(shim_config, pricing) as handle:
         yield _through(config, handle.base_url_for(run, instance), handle.ledger_url(run, instance))
 
 

@@ -41,6 +41,7 @@ def minimal_solve(repo: Path, issue: str, base_url: str, out: Path) -> list[str]
         base_url,
         "--out",
         str(out),
+        "--json",
     ]
 
 

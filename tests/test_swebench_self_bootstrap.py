@@ -98,6 +98,7 @@ def test_snaffle_fixes_a_bug_planted_in_itself(tmp_path: Path, scripted: Start) 
             "scripted",
             "--out",
             str(out),
+            "--json",
         ],
         cwd=repo,
         capture_output=True,

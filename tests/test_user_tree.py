@@ -45,7 +45,7 @@ def tree_state(repo: Path) -> str:
 
 def solve_command(repo: Path, base_url: str, out: Path, *extra: str) -> list[str]:
     args = ["solve", "--arm", "minimal", "--repo", str(repo), "--issue", CALC_ISSUE, "--base-url", base_url]
-    return [sys.executable, "-m", "snaffle.cli", *args, "--out", str(out), "--model", "scripted", *extra]
+    return [sys.executable, "-m", "snaffle.cli", *args, "--out", str(out), "--model", "scripted", "--json", *extra]
 
 
 def test_a_model_wiping_the_tree_leaves_the_users_work_intact(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:

@@ -90,7 +90,8 @@ def _match(models: Mapping[str, Price], model: str, prefixes: bool) -> Price | N
 def unknown_price_message(model: str, source: str, litellm: bool) -> str:
     """The one line said when a model has no price: where it was looked for, what is recorded, how to fix it."""
     where = f"{source} or litellm's cost map" if litellm else f"{source} (litellm is not installed to look further)"
-    return f"no price for model {model!r} in {where}: its cost is recorded as unknown (price it in a table: snaffle shim serve --pricing FILE)"
+    fix = "price it in a table: snaffle shim serve --pricing FILE"
+    return f"no price for model {model!r} in {where}: its cost is recorded as unknown ({fix})"
 
 
 def litellm_prices() -> dict[str, Price]:
