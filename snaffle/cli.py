@@ -127,7 +127,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from snaffle.console import Progress, choose_mode
     from snaffle.model.client import check_endpoint
-    from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
+    from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, collect_failing_test, solve
     from snaffle.shim.pricing import load_pricing
 
     if args.shim and not args.base_url:
@@ -151,6 +151,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     repo = repo_root(args.repo)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
+    collect_failing_test(task, args.sandbox)  # pytest collects it in the sandbox, before any model call
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
     with metered(config, task, args, pricing) as metered_config, progress.live():
         attempt = solve(task, metered_config)

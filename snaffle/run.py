@@ -50,6 +50,9 @@ RUN_FILES = frozenset(
     }
 )
 """Everything a run writes into its directory: `--overwrite` clears a directory holding only these."""
+COLLECT_TIMEOUT_S = 120
+PYTEST_COLLECTED_NOTHING = (4, 5)
+"""pytest's exit codes for `not found` (a usage error) and `no tests collected`."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,28 @@ def disagrees(usage: Usage, shim: dict[str, Any] | None) -> bool:
     if not shim or "prompt_tokens" not in shim:
         return False
     return (usage.prompt_tokens, usage.completion_tokens) != (shim["prompt_tokens"], shim["completion_tokens"])
+
+
+def collect_failing_test(task: Task, sandbox_mode: str) -> None:
+    """Refuse a `failing_test` that pytest does not collect, asked in the sandbox on a private copy (before any
+    model call); a file that errors at collection is not refused (the bug itself may break its import)."""
+    if task.failing_test is None:
+        return
+    user = Workspace.open(task.repo)
+    try:
+        with tempfile.TemporaryDirectory(prefix="snaffle-collect-") as scratch:
+            copy = user.clone(Path(scratch) / "work")
+            sandbox = Sandbox.create(Path(scratch) / "sandbox", sandbox_mode)
+            argv = [sandbox.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+            argv += [f"--rootdir={copy.root}", "--", task.failing_test]
+            done = sandbox.run(argv, copy.root, COLLECT_TIMEOUT_S, writable=copy.root, env=sandbox.env_for(copy.root))
+    finally:
+        user.close()
+    if done.returncode in PYTEST_COLLECTED_NOTHING:
+        raise UserError(
+            f"--failing-test {task.failing_test!r}: pytest collects no such test in {task.repo}: "
+            "pass the node id of an existing test, such as tests/test_x.py::test_y"
+        )
 
 
 def check_run_dir(out: Path, overwrite: bool) -> tuple[Path, ...]:

@@ -337,3 +337,26 @@ def test_a_chat_answer_that_is_a_web_page_ends_the_run_with_a_record(
     assert result["exit_status"] == "model_error" and "not a chat completion" in result["message"]
     trajectory = read_trajectory(out / "trajectory.jsonl")
     assert trajectory.exit is not None and trajectory.exit["status"] == "model_error"
+
+
+def test_a_failing_test_that_does_not_exist_is_one_line_before_any_model_call(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    """pytest collects the node id in the sandbox on a private copy first: a test the file does not hold (and a
+    file that holds no test) is refused in one line, exit 2, with the model never called and --out left unmade."""
+    server = scripted(FIX_SCRIPT)
+    (calc_repo / "tests" / "helpers_only.py").write_text("X = 1\n")
+    for node in ("tests/test_calc.py::test_nope", "tests/helpers_only.py"):
+        out = tmp_path / "run"
+        proc = snaffle(*minimal_solve(calc_repo, CALC_ISSUE, server.base_url, out), "--failing-test", node)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and node in proc.stderr and "pytest collects no" in proc.stderr
+        assert proc.stdout == "" and not out.exists()
+    assert len(server.requests) == 0
+    good = snaffle(
+        *minimal_solve(calc_repo, CALC_ISSUE, server.base_url, tmp_path / "ok"),
+        "--failing-test",
+        "tests/test_calc.py::test_add",
+    )
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["exit_status"] == "submitted" and len(server.requests) == len(FIX_SCRIPT)
