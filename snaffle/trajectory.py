@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from snaffle import __version__
+from snaffle.version import __version__
 from snaffle.exceptions import StateError
 from snaffle.model import tokens
 from snaffle.types import Event, GateResult, Limits, Message, ModelReply, Task, ToolCall, ToolResult, Usage

@@ -17,18 +17,18 @@ SKIPPED = ("examples/*/repo/**/*.py",)
 """Not snaffle's code: the offline demo's planted repository is data the demo copies."""
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("snaffle", "types", "exceptions"),
+    ("version", "types", "exceptions"),
     ("index", "sandbox", "workspace", "model", "trajectory", "prompts", "data", "cache", "shim", "testing", "examples"),
     ("tools", "gates", "primitives", "observations", "trace"),
     ("harness",),
     ("agentless", "arms"),
     ("run", "adapters", "swebench"),
-    ("cli", "demo"),
+    ("cli", "demo", "console", "snaffle"),
 )
-"""Rooms by layer, lowest first; `snaffle` is the package's own `__init__` (its version)."""
+"""Rooms by layer, lowest first; `snaffle` is the package's own `__init__` (the Python API, docs/api.md)."""
 
 ONLY: Mapping[str, frozenset[str]] = {
-    "snaffle": frozenset(),
+    "version": frozenset(),
     "shim": frozenset({"types", "exceptions"}),  # it knows no harness
     "trace": frozenset({"trajectory", "types", "exceptions", "workspace"}),
     "testing": frozenset(),
