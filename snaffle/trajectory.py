@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from snaffle.version import __version__
 from snaffle.exceptions import StateError
 from snaffle.model import tokens
 from snaffle.types import Event, GateResult, Limits, Message, ModelReply, Task, ToolCall, ToolResult, Usage
+from snaffle.version import __version__
 
 FORMAT = "snaffle-trajectory/1"
 RESULT_FORMAT = "snaffle-result/1"
