@@ -63,13 +63,13 @@ def test_dollars_charge_cached_tokens_at_the_cached_rate() -> None:
     assert pricing.models["gpt-4o-mini"].cached_input == 0.15  # defaults to the input price
 
 
-def test_an_unknown_model_costs_nothing_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unknown_model_costs_unknown_not_nothing_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="snaffle.shim")
     pricing = parse_pricing(TABLE)
     for _ in range(3):
-        assert pricing.dollars("mystery-model", Usage(100, 100)) == 0.0
+        assert pricing.dollars("mystery-model", Usage(100, 100)) is None
     assert pricing.warned == {"mystery-model"}
-    assert caplog.text.count("mystery-model") == 1
+    assert caplog.text.count("mystery-model") == 1 and "recorded as unknown" in caplog.text
 
 
 def test_the_packaged_pricing_table_loads() -> None:
