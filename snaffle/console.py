@@ -77,6 +77,8 @@ class RunState:
             if event.get("stage") == "validate" and isinstance(event.get("sample"), int):
                 self.validations[event["sample"]] = event
             self.phase = NEXT_PHASE.get(str(event.get("stage")), self.phase)
+            if event.get("stage") == "repair" and int(event.get("sample") or 0) + 1 >= self.samples:
+                self.phase = "validate"  # validation starts once the last sample is repaired
         elif kind == "exit":
             self.phase = "done"
 
@@ -182,6 +184,7 @@ class Progress:
         self.mode, self.clock = mode, clock
         self.console = Console(file=stream, force_terminal=mode == "live", highlight=False, soft_wrap=True)
         self.state = RunState(clock())
+        self.spinner = Spinner("dots")
 
     def __call__(self, event: Event) -> None:
         self.state.update(event)
@@ -190,7 +193,8 @@ class Progress:
             self.console.print(Text(f"[{self.clock() - self.state.started:6.1f}s] {line}"))
 
     def status(self) -> Spinner:
-        return Spinner("dots", Text(self.state.status(self.clock()), style="bold"))
+        self.spinner.update(text=Text(self.state.status(self.clock()), style="bold"))
+        return self.spinner
 
     @contextmanager
     def live(self) -> Iterator[None]:
