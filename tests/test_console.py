@@ -4,6 +4,7 @@ piped, a plain line per stage, sample and model call; `--quiet` nothing; `--json
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import select
@@ -14,7 +15,9 @@ import termios
 import time
 from pathlib import Path
 
-from snaffle.trajectory import read_trajectory
+from snaffle.console import Progress
+from snaffle.trajectory import header_event, model_call_event, read_trajectory, stage_event
+from snaffle.types import Limits, ModelReply, Task, Usage
 from tests.helpers import CALC_ISSUE, Start
 
 FIXED_ADD = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
@@ -112,3 +115,26 @@ def test_quiet_prints_nothing_and_json_prints_one_line(calc_repo: Path, scripted
         "applied": False,
     }
     assert result["exit_status"] == "validated"
+
+
+def test_the_status_tracks_phase_sample_tokens_dollars_and_caps_left_from_events() -> None:
+    now = [100.0]
+    shown = io.StringIO()
+    progress = Progress("lines", shown, clock=lambda: now[0])
+    caps = Limits(max_turns=5, max_tokens=1000, timeout_s=60)
+    task = Task(Path("/repo"), "x", "calc")
+    progress(header_event(task, "agentless", "m", "http://127.0.0.1:1/v1", caps, None, {"pipeline": {"samples": 2}}))
+    progress(stage_event("localize", "2 candidates", candidates=["a.py::f", "a.py::g"]))
+    progress(stage_event("regression_baseline", "3 passing tests in 1 related files"))
+    reply = ModelReply("ok", (), None, Usage(300, 50), 1.0, "stop", "native")
+    progress({**model_call_event(1, [], 0, reply, Usage(300, 50).with_dollars(0.01), {}), "sample": 0})
+    now[0] = 130.0
+    expected = "repair · sample 0 of 2 · turn 1 · 350 tokens · $0.0100 · 30s · left: 4 turns, 650 tokens, 30s"
+    assert progress.state.status(now[0]) == expected
+    progress({**model_call_event(1, [], 0, reply, Usage(300, 50).with_dollars(None), {}), "sample": 1})
+    assert " · $ unknown · " in progress.state.status(now[0])  # one unpriced call makes the total unknown
+    progress(stage_event("repair", "submitted", sample=1, patch_lines=2))
+    assert progress.state.status(now[0]).startswith("validate · ")
+    lines = shown.getvalue().splitlines()
+    assert lines[1] == "[   0.0s] localize: 2 candidates (a.py::f, a.py::g)"
+    assert lines[-1] == "[  30.0s] sample 1: submitted, 2 changed lines" and len(lines) == 6
