@@ -165,7 +165,8 @@ def summary_lines(summary: Summary) -> list[str]:
         f"{summary.attempts} attempts ({summary.complete} finished) · {graded} · statuses {dict(summary.statuses)}",
         f"calls median {m['calls'].median:g} · prompt tokens per call {m['prompt_per_call'].mean:.0f} · "
         f"output tokens mean {m['output_tokens'].mean:.0f} · wall s median {m['wall_s'].median:.1f} · "
-        f"test runs mean {m['test_runs'].mean:.2f} (harness's {m['harness_test_runs'].total:g} more) · re-runs {m['test_reruns_unchanged'].total:g} · "
+        f"test runs mean {m['test_runs'].mean:.2f} (harness's {m['harness_test_runs'].total:g} more) · "
+        f"re-runs {m['test_reruns_unchanged'].total:g} · "
         f"test-file edits {m['test_file_edits'].total:g} · ${m['dollars'].total:.4f} ({summary.dollars_source})",
     ]
 
