@@ -144,7 +144,10 @@ def test_the_report_has_the_issue_the_verdicts_and_answers_as_code(agentless_pag
         == [("valid", "none"), ("invalid", "tests.test_calc::test_mul")]
         + [("invalid", "tests.test_calc::test_mul")] * 2
     )
-    assert '<pre class="code"><span class="hl-k">def</span><span class="hl-w"> </span><span class="hl-nf">mul</span>' in page
+    assert (
+        '<pre class="code"><span class="hl-k">def</span><span class="hl-w"> </span><span class="hl-nf">mul</span>'
+        in page
+    )
     assert '<details class="sent"><summary>messages sent: 1 new of 1' in page and "Write a short pytest test" in page
     assert '<details class="sample">' in page and "sample 1: 1 call(s) · submitted → invalid" in page
 

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from snaffle.exceptions import UserError
-from snaffle.trace import ab, html, show
+from snaffle.trace import ab, export, html, show
 from snaffle.trace.analysis import Analysis, analyze
-from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs
+from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs, run_names
 from snaffle.trace.schema import load_trajectory
 from snaffle.trace.stats import AttemptStats, Summary, summarize
 from snaffle.trajectory import TRAJECTORY_FILE, environment_secrets
@@ -36,7 +36,7 @@ def register(sub: Subparsers) -> None:
 
 
 def register_trace(sub: Subparsers) -> None:
-    trace = sub.add_parser("trace", help="read trajectories back: show, stats, labels, html")
+    trace = sub.add_parser("trace", help="read trajectories back: show, stats, labels, html, export")
     trace.set_defaults(func=lambda args: _usage(trace))
     commands = trace.add_subparsers(title="trace commands", metavar="COMMAND")
     p = commands.add_parser("show", help="a trajectory turn by turn in the terminal")
@@ -61,6 +61,11 @@ def register_trace(sub: Subparsers) -> None:
     p.add_argument("-o", "--out", type=Path, required=True, help="the HTML file to write")
     p.add_argument("--title", default="snaffle run report")
     p.set_defaults(func=cmd_html)
+    p = commands.add_parser("export", help="runs as another harness's trajectories (mini-swe-agent's inspector)")
+    p.add_argument("--format", choices=export.EXPORT_FORMATS, default="mini-swe-agent", help="(default: %(default)s)")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run dirs, batch dirs or trajectory files")
+    p.add_argument("out", type=Path, metavar="OUT", help="the directory to write (one folder per run)")
+    p.set_defaults(func=cmd_export)
 
 
 def register_ab(sub: Subparsers) -> None:
@@ -225,6 +230,16 @@ def cmd_html(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot write {args.out}: {exc}") from exc
     print(f"wrote {args.out} ({len(page) // 1024} KiB)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the runs as mini-swe-agent trajectories; `mini-extra inspector OUT` browses them."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UserError(f"{args.out} is a file; pass a directory to export into")
+    runs = load_runs(args.runs)
+    written = export.export_runs(runs, run_names(runs), args.out)
+    print(f"wrote {len(written)} {args.format} trajectories under {args.out} (browse: mini-extra inspector {args.out})")
     return 0
 
 

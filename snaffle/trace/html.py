@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from html import escape
-from pathlib import Path
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -19,6 +18,7 @@ from pygments.lexers import PythonLexer
 
 from snaffle.trace.analysis import Analysis
 from snaffle.trace.calls import describe
+from snaffle.trace.runs import run_names
 from snaffle.trace.show import call_title, fixed_context_text, stage_text
 from snaffle.trajectory import redact
 from snaffle.types import Event
@@ -130,16 +130,6 @@ def cumulative_dollars(events: Sequence[Event]) -> list[float]:
         value = shim.get("dollars") if isinstance(shim.get("dollars"), int | float) else cumulative.get("dollars")
         values.append(round(float(value or 0.0), 8))
     return values
-
-
-def run_names(analyses: Sequence[Analysis]) -> list[str]:
-    """Each run's name from its directory: the last path parts that tell it apart from the others."""
-    paths = [Path(x.stats.path).resolve() for x in analyses]
-    for depth in range(1, max((len(p.parts) for p in paths), default=1) + 1):
-        names = ["/".join(p.parts[-depth:]) for p in paths]
-        if len(set(names)) == len(names):
-            return names
-    return [str(p) for p in paths]
 
 
 COLUMNS: tuple[tuple[str, Callable[[Analysis], str]], ...] = (
@@ -434,7 +424,7 @@ def attempt_section(x: Analysis, anchor: str, name: str, with_plots: bool) -> st
 
 def report(analyses: Sequence[Analysis], title: str = "snaffle run report", secrets: Sequence[str] = ()) -> str:
     """The whole page, with `secrets` redacted (runs of an older snaffle may hold an unredacted key)."""
-    names = run_names(analyses)
+    names = run_names([x.run for x in analyses])
     sections = "".join(
         attempt_section(x, f"a{i}", name, len(analyses) > 1)
         for i, (x, name) in enumerate(zip(analyses, names, strict=True))
