@@ -62,7 +62,12 @@ def register_trace(sub: Subparsers) -> None:
     p.add_argument("--title", default="snaffle run report")
     p.set_defaults(func=cmd_html)
     p = commands.add_parser("export", help="runs as another harness's trajectories (mini-swe-agent's inspector)")
-    p.add_argument("--format", choices=export.EXPORT_FORMATS, default="mini-swe-agent", help="(default: %(default)s)")
+    p.add_argument(
+        "--format",
+        choices=export.EXPORT_FORMATS,
+        default="mini-swe-agent",
+        help="the trajectory format to write (default: %(default)s)",
+    )
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run dirs, batch dirs or trajectory files")
     p.add_argument("out", type=Path, metavar="OUT", help="the directory to write (one folder per run)")
     p.set_defaults(func=cmd_export)
