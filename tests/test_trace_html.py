@@ -108,27 +108,18 @@ def test_html_with_gold_from_the_command_line(trace_runs: Runs, gold_file: Path,
 
 @pytest.mark.skipif(not browser_available(), reason=BROWSER_MISSING)
 def test_the_page_renders_in_headless_chromium(page_file: Path, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    requests: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(page_file.as_uri())
-            assert page.title() == "snaffle run report"
-            assert page.locator("section.attempt").count() == 4 and page.locator("svg.plot").count() == 15
-            fold = page.locator("details.obs").first
-            body = fold.locator("pre")
-            assert not body.is_visible()
-            fold.locator("summary").click()
-            assert body.is_visible() and "1 failed, 1 passed" in body.inner_text()
-            assert fold.evaluate("node => node.open") is True
-            shot = tmp_path / "report.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
+    with browser_page(tmp_path) as (page, requests):
+        page.goto(page_file.as_uri())
+        assert page.title() == "snaffle run report"
+        assert page.locator("section.attempt").count() == 4 and page.locator("svg.plot").count() == 15
+        fold = page.locator("details.obs").first
+        body = fold.locator("pre")
+        assert not body.is_visible()
+        fold.locator("summary").click()
+        assert body.is_visible() and "1 failed, 1 passed" in body.inner_text()
+        assert fold.evaluate("node => node.open") is True
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     assert requests == [page_file.as_uri()]
 
