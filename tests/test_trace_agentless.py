@@ -5,6 +5,8 @@ runs counted, labels that know the arm."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from snaffle.trace.cli import main
 from snaffle.trace.runs import load_runs
 from snaffle.trajectory import instance_name, read_trajectory
 from snaffle.types import Limits, Task
-from tests.helpers import CALC_ISSUE, Start
+from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, FIX_SCRIPT, Start, make_repo
 from tests.trace_scenarios import ADD_FIXED, MUL_BROKEN, REPRO
 
 Runs = dict[str, Path]
@@ -114,3 +116,17 @@ def test_instances_are_named_after_a_directory_that_says_something(tmp_path: Pat
     where = tmp_path / path
     where.mkdir(parents=True)
     assert instance_name(where) == name
+
+
+def test_solve_names_a_checkout_in_repo_after_its_parent(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "requests" / "repo", {"calc/__init__.py": CALC_SOURCE, "tests/test_calc.py": CALC_TEST})
+    server = scripted(FIX_SCRIPT)
+    out = tmp_path / "run"
+    args = ["solve", "--arm", "minimal", "--repo", str(repo), "--issue", CALC_ISSUE, "--base-url", server.base_url]
+    proc = subprocess.run(
+        [sys.executable, "-m", "snaffle.cli", *args, "--out", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    header = read_trajectory(out / "trajectory.jsonl").header
+    assert header is not None and header["task"]["instance_id"] == "requests"
+    assert json.loads((out / "result.json").read_text())["instance_id"] == "requests"
