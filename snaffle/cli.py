@@ -25,6 +25,7 @@ from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
 from snaffle.trace import cli as trace_cli
+from snaffle.trajectory import instance_name
 from snaffle.types import Limits, Task
 from snaffle.workspace import repo_root
 
@@ -133,7 +134,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
     issue, failing_test = read_issue(args), check_failing_test(args.repo, args.failing_test)
-    task = Task(args.repo, issue, args.repo.resolve().name, failing_test=failing_test)
+    task = Task(args.repo, issue, instance_name(args.repo), failing_test=failing_test)
     pricing = load_pricing(None)  # one table for the harness and the in-process shim: a warning is said once
     progress = Progress(choose_mode(args.quiet, args.json, sys.stdout.isatty()), sys.stdout)
     config = SolveConfig(

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.fixed_context import fixed_context
 from snaffle.agentless.pipeline import Pipeline
 from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
 from snaffle.cache import cache_dir
@@ -150,14 +151,21 @@ def run_loop(
 
 def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
     model = config.model
-    fixed_context = None if spec.pipeline else spec.fixed_context(model.tool_protocol)["fixed_context_tokens"]
+    if spec.pipeline:
+        pipeline = config.pipeline.ablated(config.mechanisms)
+        parts = fixed_context(pipeline, model.model, model.tool_protocol, task.failing_test)
+        fixed, parts_or_none = min(parts.values()), parts
+    else:
+        fixed, parts_or_none = spec.fixed_context(model.tool_protocol)["fixed_context_tokens"], None
     settings = {
         "tool_protocol": model.tool_protocol,
         "temperature": model.temperature,
         "sandbox": config.sandbox,
         **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
     }
-    return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)
+    return header_event(
+        task, config.arm, model.model, model.base_url, config.limits, fixed, settings, fixed_context=parts_or_none
+    )
 
 
 def finish(task: Task, config: SolveConfig, copy: Copy, writer: TrajectoryWriter, outcome: Outcome) -> Attempt:

@@ -30,6 +30,22 @@ MIN_SECRET_CHARS = 4
 """Shorter values are not redacted (replacing every "abc" would mangle the record and hide nothing)."""
 
 
+GENERIC_DIR_NAMES = frozenset(
+    {"repo", "repository", "checkout", "src", "source", "code", "work", "workspace", "testbed"}
+)
+"""Directory names that say nothing about what is checked out: an instance is named after the nearest other one."""
+
+
+def instance_name(repo: Path) -> str:
+    """The name a run gives the instance in a repository: its directory's, or the nearest parent's that is not
+    a generic name like `repo` (so `.../requests/repo` is `requests`)."""
+    resolved = repo.resolve()
+    for part in (resolved, *resolved.parents):
+        if part.name and part.name.lower() not in GENERIC_DIR_NAMES:
+            return part.name
+    return resolved.name or "task"
+
+
 def secret_values(*values: str | None) -> tuple[str, ...]:
     """The values worth redacting, longest first (so a secret containing another is replaced whole)."""
     kept = {v for v in values if v is not None and len(v) >= MIN_SECRET_CHARS}
@@ -159,8 +175,11 @@ def header_event(
     limits: Limits,
     fixed_context_tokens: int | None,
     config: Mapping[str, object],
+    fixed_context: Mapping[str, int] | None = None,
 ) -> Event:
-    """The first line: the format, what runs on which task and model, under which caps."""
+    """The first line: the format, what runs on which task and model, under which caps; `fixed_context` breaks the
+    fixed context down by kind of call when the calls differ (agentless: `reproduce`, `repair`)."""
+    parts = {} if fixed_context is None else {"fixed_context": dict(fixed_context)}
     return {
         "type": "header",
         "format": FORMAT,
@@ -176,17 +195,26 @@ def header_event(
             "timeout_s": limits.timeout_s,
         },
         "fixed_context_tokens": fixed_context_tokens,
+        **parts,
         "python": platform.python_version(),
         "config": dict(config),
     }
 
 
 def model_call_event(
-    turn: int, messages: Sequence[Message], sent: int, reply: ModelReply, usage: Usage, cumulative: Mapping[str, object]
+    turn: int,
+    messages: Sequence[Message],
+    sent: int,
+    reply: ModelReply,
+    usage: Usage,
+    cumulative: Mapping[str, object],
+    stage: str | None = None,
 ) -> Event:
-    """A `model_call` line: what was appended since the last call (`messages[sent:]`), the reply, its usage."""
+    """A `model_call` line: what was appended since the last call (`messages[sent:]`), the reply, its usage;
+    `stage` names the agentless stage that made a call outside a repair sample (`reproduce`)."""
     return {
         "type": "model_call",
+        **({} if stage is None else {"stage": stage}),
         "turn": turn,
         "messages_delta": list(messages[sent:]),
         "n_messages": len(messages),

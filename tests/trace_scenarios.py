@@ -1,5 +1,6 @@
 """The trace tests' scenarios: scripted model runs of the real loop (minimal arm) on the calc repo, one per failure
-label plus a clean fix, and the torn copy a SIGKILL mid-write leaves."""
+label plus a clean fix, the agentless arm's one-shot runs (one validated, one whose edits validation rejects),
+and the torn copy a SIGKILL mid-write leaves."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from snaffle.agentless.config import PipelineConfig
 from snaffle.model.client import ModelConfig
 from snaffle.observations import PolicyConfig
 from snaffle.run import SolveConfig, solve
@@ -45,6 +47,13 @@ REASONING = "The issue says add subtracts.\n" + "\n".join(f"thought {i}" for i i
 CLEAN = [bash(PYTEST, reasoning_content=REASONING), VIEW, FIX, bash(PYTEST), DONE]
 
 
+REPRO = {"content": "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n```"}
+ADD_FIXED = {"content": "The sum was a difference.\n\n```python\ndef add(a, b):\n    return a + b\n```"}
+MUL_BROKEN = {"content": "```python\ndef mul(a, b):\n    return a ** b\n```"}
+ONE_SHOT = PipelineConfig(samples=2, one_shot=True, top_k=2)
+"""The agentless arm as the weak model runs it: a reproduction call, then two one-shot samples."""
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A scripted model's run on the calc repo: the exit status it must reach and the labels it must earn."""
@@ -55,6 +64,8 @@ class Scenario:
     max_turns: int = 20
     arm: str = "minimal"
     pricer: Callable[[str, Usage], float] = field(default=lambda model, usage: usage.prompt_tokens * 1e-6)
+    pipeline: PipelineConfig | None = None
+    """The agentless arm's configuration (None: the arm is not agentless)."""
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -101,6 +112,17 @@ SCENARIOS: dict[str, Scenario] = {
         frozenset({"context_pressure"}),
         arm="structured",
     ),
+    "agentless_validated": Scenario(
+        [REPRO, ADD_FIXED, MUL_BROKEN], "validated", frozenset(), arm="agentless", pipeline=ONE_SHOT
+    ),
+    "agentless_rejected": Scenario(
+        [REPRO, MUL_BROKEN, MUL_BROKEN],
+        "no_valid_patch",
+        frozenset({"unvalidated_edits"}),
+        arm="agentless",
+        pipeline=ONE_SHOT,
+        pricer=lambda model, usage: 0.0,
+    ),
     "shim_dollars": Scenario(
         [{**e, "headers": {"x-snaffle-dollars": f"{0.25 * (i + 1)}"}} for i, e in enumerate(CLEAN)],
         "submitted",
@@ -119,7 +141,10 @@ def run_scenario(name: str, out: Path, repo_root: Path) -> Path:
         model = ModelConfig(base_url=server.base_url, model="scripted")
         limits = Limits(max_turns=scenario.max_turns)
         policy = SMALL_WINDOW if scenario.arm == "structured" else None
-        config = SolveConfig(scenario.arm, model, limits, out, scenario.pricer, observations=policy, apply=True)
+        pipeline = {"pipeline": scenario.pipeline} if scenario.pipeline else {}
+        config = SolveConfig(
+            scenario.arm, model, limits, out, scenario.pricer, observations=policy, apply=True, **pipeline
+        )
         solve(Task(repo=repo, issue=CALC_ISSUE, instance_id=name), config)
     finally:
         server.stop()

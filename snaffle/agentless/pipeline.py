@@ -33,11 +33,12 @@ from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
 from snaffle.harness import Outcome, Pricer
 from snaffle.index.repo import RepoIndex
+from snaffle.model import tokens
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
-from snaffle.trajectory import retry_event, stage_event
-from snaffle.types import Event, Limits, Task, TrajectorySink, Usage
+from snaffle.trajectory import model_call_event, retry_event, stage_event
+from snaffle.types import Event, Limits, Message, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
 
@@ -82,6 +83,7 @@ class Pipeline:
         self.related: list[str] = []
         self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
+        self.test_runs = 0
 
     @property
     def deadline(self) -> float | None:
@@ -107,6 +109,7 @@ class Pipeline:
             candidates=list(context.selectors),
             files=[p for p, _ in located.files[:5]],
             elapsed_s=round(located.elapsed_s, 3),
+            context_tokens=tokens.count(self.task.issue.strip()) + tokens.count(context.text),
         )
         self.baseline(index, located, context)
         candidates = self.repair(context)
@@ -123,7 +126,7 @@ class Pipeline:
     def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         self.related = related_tests(index, [p for p, _ in located.files[:5]])
-        self.before = run_tests(self.workspace, self.sandbox, self.related)
+        self.before = self.run_tests(self.workspace, self.related)
         summary = f"{len(self.before.passed)} passing tests in {len(self.related)} related files"
         self.stage("regression_baseline", summary, files=self.related)
         if self.task.failing_test is None and self.config.reproduce:
@@ -133,12 +136,16 @@ class Pipeline:
         """Ask once for a test reproducing the issue; keep it only if it fails (not errors) on the original."""
         prompt = prompts.render(prompts.load("reproduce.md"), issue=self.task.issue.strip(), context=context.text)
         model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
-        reply = model.complete([{"role": "user", "content": prompt}], [])
-        self.account(Outcome("reproduce", "", reply.usage.with_dollars(self.pricer(model.name, reply.usage)), 1, 0))
+        messages: list[Message] = [{"role": "user", "content": prompt}]
+        reply = model.complete(messages, [])
+        usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
+        self.account(Outcome("reproduce", "", usage, 1, 0))
+        cumulative = {**self.usage.as_dict(), "turns": self.turns}
+        self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="reproduce"))
         path = self.sandbox.scratch / "repro" / "test_snaffle_repro.py"  # visible inside the sandbox
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(code_blocks(reply.content)[0], encoding="utf-8")
-        outcome = run_tests(self.workspace, self.sandbox, [], [str(path)])
+        outcome = self.run_tests(self.workspace, [], [str(path)])
         kept = outcome.ran and bool(outcome.failed) and not outcome.errored
         self.repro = path if kept else None
         self.stage(
@@ -192,7 +199,7 @@ class Pipeline:
         key = normalized_key(clone, patch)
         semantic = key != unpatched
         worth_testing = bool(patch.strip()) and semantic  # an empty or comment-only patch is invalid anyway
-        after = run_tests(clone, self.sandbox, self.related if worth_testing else [])
+        after = self.run_tests(clone, self.related if worth_testing else [])
         regressions = sorted(self.before.passed - after.passed) if worth_testing else []
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
@@ -224,7 +231,7 @@ class Pipeline:
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:
         if not patch.strip():
             return None
-        outcome = run_tests(clone, self.sandbox, targets)
+        outcome = self.run_tests(clone, targets)
         return outcome.ran and not outcome.failed and bool(outcome.passed)
 
     def remaining_limits(self) -> Limits:
@@ -252,8 +259,14 @@ class Pipeline:
 
         return log
 
+    def run_tests(self, workspace: Workspace, targets: list[str], extra: list[str] | None = None) -> TestOutcomes:
+        """Every test run the harness makes goes through here, so the next stage line can say how many it made."""
+        self.test_runs += bool(targets or extra)
+        return run_tests(workspace, self.sandbox, targets, extra or [])
+
     def stage(self, name: str, decision: str, **fields: object) -> None:
-        self.sink.write(stage_event(name, decision, **fields))
+        runs, self.test_runs = self.test_runs, 0
+        self.sink.write(stage_event(name, decision, **fields, **({"test_runs": runs} if runs else {})))
 
     def outcome(self, status: str, message: str) -> Outcome:
         return Outcome(status, message, self.usage, self.turns, time.monotonic() - self.started)

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from snaffle.exceptions import UserError
-from snaffle.trace import ab, html, show
+from snaffle.trace import ab, export, html, show
 from snaffle.trace.analysis import Analysis, analyze
-from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs
+from snaffle.trace.runs import load_gold, load_report, load_reports, load_runs, run_names
 from snaffle.trace.schema import load_trajectory
 from snaffle.trace.stats import AttemptStats, Summary, summarize
 from snaffle.trajectory import TRAJECTORY_FILE, environment_secrets
@@ -36,12 +36,14 @@ def register(sub: Subparsers) -> None:
 
 
 def register_trace(sub: Subparsers) -> None:
-    trace = sub.add_parser("trace", help="read trajectories back: show, stats, labels, html")
+    trace = sub.add_parser("trace", help="read trajectories back: show, stats, labels, html, export")
     trace.set_defaults(func=lambda args: _usage(trace))
     commands = trace.add_subparsers(title="trace commands", metavar="COMMAND")
     p = commands.add_parser("show", help="a trajectory turn by turn in the terminal")
     p.add_argument("traj", type=Path, metavar="TRAJ", help="a trajectory.jsonl, or a run dir holding one")
-    p.add_argument("--turn", type=int, help="only this turn (1-based)")
+    p.add_argument("--turn", type=int, help="only this turn (1-based; of each sample, or of --sample's)")
+    p.add_argument("--sample", type=int, help="agentless: only this repair sample's events (0 is the greedy one)")
+    p.add_argument("--stage", help="agentless: only this stage's events (localize, reproduce, repair, validate, ...)")
     p.add_argument("--full", action="store_true", help="observations and reasoning in full, not windowed")
     p.add_argument("--follow", action="store_true", help="keep rendering a file still being written")
     p.add_argument("--idle-timeout", type=float, default=0.0, help="with --follow: stop after S s without growth")
@@ -59,6 +61,16 @@ def register_trace(sub: Subparsers) -> None:
     p.add_argument("-o", "--out", type=Path, required=True, help="the HTML file to write")
     p.add_argument("--title", default="snaffle run report")
     p.set_defaults(func=cmd_html)
+    p = commands.add_parser("export", help="runs as another harness's trajectories (mini-swe-agent's inspector)")
+    p.add_argument(
+        "--format",
+        choices=export.EXPORT_FORMATS,
+        default="mini-swe-agent",
+        help="the trajectory format to write (default: %(default)s)",
+    )
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run dirs, batch dirs or trajectory files")
+    p.add_argument("out", type=Path, metavar="OUT", help="the directory to write (one folder per run)")
+    p.set_defaults(func=cmd_export)
 
 
 def register_ab(sub: Subparsers) -> None:
@@ -106,7 +118,7 @@ def trajectory_path(path: Path) -> Path:
 
 def cmd_show(args: argparse.Namespace) -> int:
     path, out = trajectory_path(args.traj), console()
-    options = show.ShowOptions(full=args.full, turn=args.turn)
+    options = show.ShowOptions(full=args.full, turn=args.turn, sample=args.sample, stage=args.stage)
     if args.follow:
         tail = show.Tail(path, idle_timeout_s=args.idle_timeout)
         try:
@@ -119,9 +131,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UserError(f"no trajectory at {path}: pass a trajectory.jsonl or a run dir (add --follow to wait)")
     trajectory = load_trajectory(path)
-    if not show.show(trajectory.events, out, options) and args.turn is not None:
-        turns = sum(1 for _ in trajectory.of_type("model_call"))
-        raise UserError(f"no turn {args.turn} in {path}: it has turns 1..{turns}")
+    if not show.show(trajectory.events, out, options) and (args.turn, args.sample, args.stage) != (None,) * 3:
+        wanted = (("stage", args.stage), ("sample", args.sample), ("turn", args.turn))
+        asked = " ".join(f"{k} {v}" for k, v in wanted if v is not None)
+        raise UserError(f"no {asked} in {path}: {show.addresses(trajectory.events)}")
     if trajectory.torn:
         out.print("(torn last line skipped)", style="yellow")
     return 0
@@ -134,6 +147,7 @@ STATS_COLUMNS: tuple[tuple[str, Callable[[AttemptStats], str]], ...] = (
     ("out tok", lambda s: str(s.output_tokens)),
     ("wall s", lambda s: f"{s.wall_s:.1f}"),
     ("tests", lambda s: str(s.test_runs)),
+    ("harness tests", lambda s: str(s.harness_test_runs)),
     ("re-runs", lambda s: str(s.test_reruns_unchanged)),
     ("test edits", lambda s: str(s.test_file_edits)),
     ("rejected", lambda s: str(s.rejected_calls)),
@@ -161,7 +175,8 @@ def summary_lines(summary: Summary) -> list[str]:
         f"{summary.attempts} attempts ({summary.complete} finished) · {graded} · statuses {dict(summary.statuses)}",
         f"calls median {m['calls'].median:g} · prompt tokens per call {m['prompt_per_call'].mean:.0f} · "
         f"output tokens mean {m['output_tokens'].mean:.0f} · wall s median {m['wall_s'].median:.1f} · "
-        f"test runs mean {m['test_runs'].mean:.2f} · re-runs {m['test_reruns_unchanged'].total:g} · "
+        f"test runs mean {m['test_runs'].mean:.2f} (harness's {m['harness_test_runs'].total:g} more) · "
+        f"re-runs {m['test_reruns_unchanged'].total:g} · "
         f"test-file edits {m['test_file_edits'].total:g} · ${m['dollars'].total:.4f} ({summary.dollars_source})",
     ]
 
@@ -220,6 +235,16 @@ def cmd_html(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot write {args.out}: {exc}") from exc
     print(f"wrote {args.out} ({len(page) // 1024} KiB)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the runs as mini-swe-agent trajectories; `mini-extra inspector OUT` browses them."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UserError(f"{args.out} is a file; pass a directory to export into")
+    runs = load_runs(args.runs)
+    written = export.export_runs(runs, run_names(runs), args.out)
+    print(f"wrote {len(written)} {args.format} trajectories under {args.out} (browse: mini-extra inspector {args.out})")
     return 0
 
 

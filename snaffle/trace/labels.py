@@ -54,9 +54,10 @@ def _malformed_storm(s: AttemptStats, where: LocationCheck | None) -> str | None
 
 
 def _gave_up_early(s: AttemptStats, where: LocationCheck | None) -> str | None:
-    """Stopped by its own decision, with turns left, and no patch that a passing test run checked."""
+    """Stopped by its own decision, with turns left, and no patch that a passing test run checked. Only a loop can
+    give up: an agentless run stops when its samples are done (`unvalidated_edits` or `no_edit` say how)."""
     budget_left = not s.turn_cap or s.calls < s.turn_cap
-    if s.status not in STOPPED_BY_MODEL or not budget_left:
+    if s.pipeline or s.status not in STOPPED_BY_MODEL or not budget_left:
         return None
     left = f"{s.turn_cap - s.calls} of {s.turn_cap} turns left" if s.turn_cap else "no turn cap"
     if s.patch_lines == 0:
@@ -71,9 +72,19 @@ def _context_pressure(s: AttemptStats, where: LocationCheck | None) -> str | Non
 
 
 def _no_edit(s: AttemptStats, where: LocationCheck | None) -> str | None:
-    if s.changed_calls or s.patch_lines:
+    if s.changed_calls or s.patch_lines or s.edited_samples:
         return None
+    if s.pipeline:
+        return f"no sample applied an edit ({s.samples} samples, {s.calls} model calls); the patch is empty"
     return f"no call changed the repository in {s.calls} calls; the patch is empty"
+
+
+def _unvalidated_edits(s: AttemptStats, where: LocationCheck | None) -> str | None:
+    """An agentless run whose samples applied edits and validation accepted none of them."""
+    if not s.pipeline or not s.edited_samples or s.valid_samples or s.status == "interrupted":
+        return None
+    broke = f"; regressions: {', '.join(s.regressions[:5])}" if s.regressions else ""
+    return f"{s.edited_samples} of {s.samples} samples applied edits; validation accepted none{broke}"
 
 
 def _wrong_location(s: AttemptStats, where: LocationCheck | None) -> str | None:
@@ -91,6 +102,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("gave_up_early", _gave_up_early),
     ("context_pressure", _context_pressure),
     ("no_edit", _no_edit),
+    ("unvalidated_edits", _unvalidated_edits),
     ("wrong_location", _wrong_location),
 )
 LABELS = tuple(name for name, _ in RULES)

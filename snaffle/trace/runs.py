@@ -98,6 +98,16 @@ def _patch(file: Path) -> str | None:
         raise UserError(f"cannot read the patch {path}: {exc.strerror or exc}") from exc
 
 
+def run_names(runs: Sequence[Run]) -> list[str]:
+    """Each run's name from its directory: the fewest last path parts that tell it apart from the others."""
+    paths = [run.path.resolve() for run in runs]
+    for depth in range(1, max((len(p.parts) for p in paths), default=1) + 1):
+        names = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]
+
+
 def load_report(path: Path) -> dict[str, bool]:
     """Instance id -> resolved, from a SWE-bench report: `{"resolved_ids": [...], ...}` or `{"<id>": {"resolved"}}`."""
     try:

@@ -27,10 +27,12 @@ FOLLOW_POLL_S = 0.2
 
 @dataclass(frozen=True)
 class ShowOptions:
-    """What to render: every turn or one, observations windowed or in full."""
+    """What to render: every turn or one (of one agentless sample, or of one stage), observations windowed or not."""
 
     full: bool = False
     turn: int | None = None
+    sample: int | None = None
+    stage: str | None = None
 
 
 def window(text: str, full: bool, head: int = WINDOW_HEAD, tail: int = WINDOW_TAIL) -> str:
@@ -49,15 +51,33 @@ def _indented(text: str, prefix: str = "    │ ", style: str = "dim") -> Text:
     return Text("\n".join(prefix + line for line in text.splitlines()) or prefix, style=style)
 
 
+def fixed_context_text(e: Event) -> str:
+    """`fixed context 56 tokens (reproduce 56, repair 61)`: what every call paid, per kind of call when they differ."""
+    fixed = e.get("fixed_context_tokens")
+    parts = e.get("fixed_context") or {}
+    shown = "unknown" if fixed is None else f"{fixed} tokens"
+    detail = ", ".join(f"{k} {v}" for k, v in parts.items()) if isinstance(parts, dict) else ""
+    return f"fixed context {shown}" + (f" ({detail})" if detail else "")
+
+
 def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
     task, caps = e.get("task") or {}, e.get("caps") or {}
     capped = ", ".join(f"{k} {v}" for k, v in caps.items() if v) or "none"
     meta = (
         f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
-        f"caps: {capped} · fixed context {e.get('fixed_context_tokens', '?')} tokens"
+        f"caps: {capped} · {fixed_context_text(e)}"
     )
-    issue = window(str(task.get("issue") or ""), o.full, head=6, tail=0)
+    issue = str(task.get("issue") or "").strip()  # the one place the issue is printed: every prompt repeats it
     return [Rule(f"{e.get('format', 'trajectory')}"), Text(meta, style="bold"), _indented(issue, "  > ")]
+
+
+def call_title(e: Event) -> str:
+    """How a model call is addressed: `sample 1 · turn 2`, `reproduce · call 1`, or `turn 3` in a loop arm."""
+    if e.get("stage"):
+        return f"{e.get('stage')} · call {e.get('turn', '?')}"
+    if e.get("sample") is not None:
+        return f"sample {e.get('sample')} · turn {e.get('turn', '?')}"
+    return f"turn {e.get('turn', '?')}"
 
 
 def _model_call(e: Event, o: ShowOptions) -> list[RenderableType]:
@@ -70,7 +90,7 @@ def _model_call(e: Event, o: ShowOptions) -> list[RenderableType]:
         f"{cumulative.get('prompt_tokens', 0)} in / {cumulative.get('completion_tokens', 0)} out "
         f"${(cumulative.get('dollars') or 0):.6f}"
     )
-    parts: list[RenderableType] = [Rule(f"turn {e.get('turn', '?')}", style="blue"), Text(meta, style="dim")]
+    parts: list[RenderableType] = [Rule(call_title(e), style="blue"), Text(meta, style="dim")]
     reasoning = str(response.get("reasoning_content") or "")
     if reasoning and o.full:
         parts.append(_indented(reasoning, "  ⋮ ", "italic dim"))
@@ -133,10 +153,27 @@ def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
             _indented(window(str(e.get("summary") or ""), o.full)),
         ]
     if kind == "stage":
-        rest = {k: v for k, v in fields.items() if k not in ("stage", "decision")}
-        text = f"■ stage {e.get('stage')}: {e.get('decision', '')} {json.dumps(rest, default=str) if rest else ''}"
-        return [Text(window(text, o.full), style="bold yellow")]
+        return [Text(window(stage_text(e), o.full), style="bold yellow")]
     return [Text(f"  ? {kind}: {window(json.dumps(fields, default=str), o.full)}", style="dim")]
+
+
+STAGE_HIDDEN = frozenset({"type", "seq", "t", "stage", "decision", "sample", "usage"})
+"""Fields a stage line does not repeat (its usage is on the model call it made)."""
+
+
+def stage_text(e: Event) -> str:
+    """`■ stage validate (sample 0): invalid · regressions tests.t::test_mul · test runs 2`."""
+    where = f" (sample {e['sample']})" if e.get("sample") is not None else ""
+    rest = [f"{k.replace('_', ' ')} {_value(v)}" for k, v in e.items() if k not in STAGE_HIDDEN]
+    return f"■ stage {e.get('stage')}{where}: {e.get('decision', '')}" + "".join(f" · {r}" for r in rest)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    if isinstance(value, str) and "\n" in value:
+        return "\n" + value
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {
@@ -149,11 +186,47 @@ RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {
 }
 
 
+def event_stage(event: Event) -> str | None:
+    """The agentless stage an event belongs to: its own `stage`, `repair` for a sample's events, else None."""
+    if event.get("stage"):
+        return str(event["stage"])
+    sample = event.get("sample")
+    if sample == REPRODUCE_SAMPLE:
+        return "reproduce"
+    return "repair" if sample is not None else None
+
+
+REPRODUCE_SAMPLE = -1
+"""The `sample` a retry of the reproduction call carries (it belongs to no repair sample)."""
+
+
+def selected(event: Event, options: ShowOptions) -> bool:
+    """Whether `options` (--sample, --stage, --turn) keep this event."""
+    if options.sample is not None and event.get("sample") != options.sample:
+        return False
+    if options.stage is not None and event_stage(event) != options.stage:
+        return False
+    return options.turn is None or event.get("turn") == options.turn
+
+
 def render(event: Event, options: ShowOptions) -> list[RenderableType]:
-    """One event as terminal renderables (nothing when `options.turn` selects another turn)."""
-    if options.turn is not None and event.get("turn") != options.turn:
+    """One event as terminal renderables (nothing when the options select other events)."""
+    if not selected(event, options):
         return []
     return RENDERERS.get(str(event.get("type")), _other)(event, options)
+
+
+def addresses(events: Iterable[Event]) -> str:
+    """What a trajectory's model calls can be addressed by, for an error message: `samples 0, 1: turns 1..2`."""
+    turns: dict[str, set[int]] = {}
+    for e in events:
+        if e.get("type") == "model_call" and isinstance(e.get("turn"), int):
+            stage, sample = event_stage(e), e.get("sample")
+            where = f"--sample {sample}" if sample is not None else f"--stage {stage}" if stage else "the loop"
+            turns.setdefault(where, set()).add(int(e["turn"]))
+    if not turns:
+        return "it has no model call"
+    return "; ".join(f"{where}: turns {min(t)}..{max(t)}" for where, t in turns.items())
 
 
 def show(events: Iterable[Event], console: Console, options: ShowOptions) -> int:

@@ -55,9 +55,22 @@ class AttemptStats:
     longest_repeat_call: str
     tested_after_last_change: bool
     refusals: Mapping[str, int] = field(default_factory=dict)
+    harness_test_runs: int = 0
+    """Test runs the harness made itself (the agentless baseline, reproduction and validation), not the model."""
+    pipeline: bool = False
+    """An agentless run: stages and samples, not one loop (its labels read samples, not turns)."""
+    one_shot: bool = False
+    """An agentless run whose samples are one tool-less call each (no turns to have left)."""
+    samples: int = 0
+    edited_samples: int = 0
+    """Samples whose repair applied an edit (a non-empty patch)."""
+    valid_samples: int = 0
+    """Samples whose patch passed validation."""
+    regressions: tuple[str, ...] = ()
+    """Tests that passed before and failed with some sample's patch (validation's finding), in first-seen order."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "refusals": dict(self.refusals)}
+        return {**asdict(self), "refusals": dict(self.refusals), "regressions": list(self.regressions)}
 
 
 class _Tally:
@@ -74,6 +87,7 @@ class _Tally:
         self.tested_after_change = False
         self.model_s = self.tool_s = 0.0
         self.last_call: Event = {}
+        self.regressions: dict[str, None] = {}
 
     def handlers(self) -> dict[str, Callable[[Event], None]]:
         return {
@@ -83,7 +97,21 @@ class _Tally:
             "gate": self.gate,
             "collapse": lambda e: self.n.update(["collapsed"]),
             "compaction": lambda e: self.n.update(["compactions"]),
+            "stage": self.stage,
         }
+
+    def stage(self, event: Event) -> None:
+        """Agentless stages: the harness's own test runs, and per sample what repair and validation decided."""
+        runs = event.get("test_runs")
+        self.n["harness_test_runs"] += runs if isinstance(runs, int) else 0
+        if event.get("stage") == "repair":
+            self.n["samples"] += 1
+            self.n["edited_samples"] += bool(event.get("patch_lines"))
+        elif event.get("stage") == "validate":
+            self.n["valid_samples"] += event.get("decision") == "valid"
+            found = event.get("regressions")
+            for test in found if isinstance(found, list) else ():
+                self.regressions.setdefault(str(test), None)
 
     def model_call(self, event: Event) -> None:
         usage = event.get("usage") or {}
@@ -190,7 +218,20 @@ def attempt_stats(run: Run, report: Mapping[str, bool] | None = None) -> Attempt
         longest_repeat_call=tally.longest[1],
         tested_after_last_change=tally.tested_after_change,
         refusals=dict(tally.refusals),
+        harness_test_runs=n["harness_test_runs"],
+        pipeline=_is_pipeline(run),
+        one_shot=bool(((header.get("config") or {}).get("pipeline") or {}).get("one_shot")),
+        samples=n["samples"],
+        edited_samples=n["edited_samples"],
+        valid_samples=n["valid_samples"],
+        regressions=tuple(tally.regressions),
     )
+
+
+def _is_pipeline(run: Run) -> bool:
+    """Stages in the trajectory, or a pipeline configuration in its header (agentless)."""
+    config = run.header.get("config") or {}
+    return isinstance(config.get("pipeline"), Mapping) or any(True for _ in run.trajectory.of_type("stage"))
 
 
 def _status(run: Run) -> str:
@@ -236,6 +277,7 @@ METRICS = (
     "output_tokens",
     "wall_s",
     "test_runs",
+    "harness_test_runs",
     "test_reruns_unchanged",
     "test_file_edits",
     "rejected_calls",
