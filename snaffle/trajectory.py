@@ -159,8 +159,10 @@ def header_event(
     limits: Limits,
     fixed_context_tokens: int | None,
     config: Mapping[str, object],
+    settings: Mapping[str, object] | None = None,
 ) -> Event:
-    """The first line: the format, what runs on which task and model, under which caps."""
+    """The first line: the format, what runs on which task and model, under which caps (and, from the command line,
+    the resolved settings with where each came from)."""
     return {
         "type": "header",
         "format": FORMAT,
@@ -178,6 +180,7 @@ def header_event(
         "fixed_context_tokens": fixed_context_tokens,
         "python": platform.python_version(),
         "config": dict(config),
+        **({"settings": dict(settings)} if settings else {}),
     }
 
 
