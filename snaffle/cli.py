@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -38,16 +39,26 @@ NODE_ID_HINT = "pass a pytest node id such as tests/test_x.py::test_y"
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """Help that shows every option's default (`--help` then tells what runs); switches and unset options say
-    themselves what they do."""
+    """Help that shows every option's default (`--help` then tells what runs), unless its text already says it;
+    switches and options that are off unless given say themselves what they do."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and shows_default(action):
+            action = copy.copy(action)
+            action.help = "(default %(default)s)"
+        return super()._format_action(action)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help_text = action.help or ""
-        default = action.default
-        shown = default not in (None, argparse.SUPPRESS, []) and action.nargs != 0 and action.option_strings
-        if shown and "default" not in help_text and help_text != argparse.SUPPRESS:
+        if shows_default(action) and "default" not in help_text and help_text != argparse.SUPPRESS:
             return f"{help_text} (default %(default)s)".lstrip()
         return action.help
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether `--help` states the option's default: it has a value and the option takes one."""
+    has_value = action.default not in (None, argparse.SUPPRESS, [], "")
+    return bool(has_value and action.nargs != 0 and action.option_strings)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -137,7 +137,7 @@ def read_file(parser: argparse.ArgumentParser, path: Path) -> dict[str, Any]:
     values = {}
     for raw, value in table.items():
         key = known_key(parser, raw, f"{path}: ")
-        values[key] = check_value(parser, key, value, path.parent, f"{path}: ")
+        values[key] = check_value(parser, key, value, path.resolve().parent, f"{path}: ")
     return values
 
 
