@@ -16,14 +16,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from snaffle import __version__, settings
+from snaffle import __version__
 from snaffle.exceptions import EndpointError, UserError
-from snaffle.types import Limits, Task
-from snaffle.workspace import repo_root
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
     from snaffle.model.client import ModelConfig
     from snaffle.run import SolveConfig
+    from snaffle.types import Limits, Task
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -92,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """The arguments; a command taking `--config`/`-c` gets them layered under its flags (see snaffle/settings.py)."""
+    if not command_of(argv):
+        return parser.parse_args(argv)  # --help, --version: nothing more is imported
+    from snaffle import settings
+
     command, depth = settings.command_parser(parser, argv)
     if not settings.is_layered(command):
         return parser.parse_args(argv)
@@ -161,6 +164,8 @@ def _model(sub: Subparsers) -> None:
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
+    from snaffle import settings
+
     base_url = f"OpenAI-compatible URL (default: ${settings.ENV_VARS['base_url']})"
     parser.add_argument("--base-url", default=os.environ.get(settings.ENV_VARS["base_url"]), help=base_url)
     model = f"model name (default %(default)s; ${settings.ENV_VARS['model']} replaces it)"
@@ -176,6 +181,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from snaffle import settings
     from snaffle.agentless.options import add_cap_args, add_pipeline_args
     from snaffle.arms import ARMS, DEFAULT_ARM
     from snaffle.sandbox import add_sandbox_arg
@@ -205,11 +211,14 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from snaffle import settings
     from snaffle.agentless.options import pipeline_config
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
     from snaffle.sandbox import require_mode
     from snaffle.shim.pricing import load_pricing
+    from snaffle.types import Task
+    from snaffle.workspace import repo_root
 
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
@@ -366,6 +375,8 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
 
 
 def limits_of(args: argparse.Namespace) -> Limits:
+    from snaffle.types import Limits
+
     values = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
     if any(v < 0 for v in values):
         raise UserError("caps must be >= 0 (0 means no cap)")
@@ -405,6 +416,7 @@ def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 def cmd_localize(args: argparse.Namespace) -> int:
     from snaffle.agentless.localize import localize_repo
+    from snaffle.workspace import repo_root
 
     issue = read_issue(args)
     repo_root(args.repo)
@@ -444,6 +456,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
+    from snaffle import settings
+
     words = list(args.words) or ["solve"]
     command, depth = settings.command_parser(build_parser(words[0]), words)
     if not settings.is_layered(command):

@@ -117,7 +117,9 @@ def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--run-max-dollars", type=float, default=shim["run_max_dollars"], help=f"the batch's budget ({off})")
     p.add_argument("--run-name", default="", help="the shim ledger's run name (default: a timestamp)")
-    p.add_argument("--model-name", default="", help="model_name_or_path in predictions.jsonl (default: snaffle-ARM__MODEL)")
+    p.add_argument(
+        "--model-name", default="", help="model_name_or_path in predictions.jsonl (default: snaffle-ARM__MODEL)"
+    )
     p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each instance's checkout after its run")
 
