@@ -49,7 +49,8 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help_text = action.help or ""
-        if shows_default(action) and "%(default)" not in help_text and help_text != argparse.SUPPRESS:
+        said = "%(default)" in help_text or re.search(r"\bdefault[: ]", help_text)
+        if shows_default(action) and not said and help_text != argparse.SUPPRESS:
             return f"{help_text} (default %(default)s)".lstrip()
         return action.help
 
