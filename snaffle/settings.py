@@ -255,14 +255,14 @@ def _default_origin(key: str) -> str:
 
 
 def as_json(settings: Sequence[Setting], leave_out: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
-    """`{key: {"value", "from"}}` with paths as strings, for the trajectory header and `config show --json`."""
+    """`{key: {"value", "from"}}` with paths as absolute strings, for the trajectory header and `config show --json`."""
     return {s.key: {"value": _plain(s.value), "from": s.origin} for s in settings if s.key not in leave_out}
 
 
 def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
-    return str(value) if isinstance(value, Path) else value
+    return str(value.absolute()) if isinstance(value, Path) else value  # reads back the same from any directory
 
 
 def as_toml(settings: Sequence[Setting]) -> str:

@@ -88,12 +88,15 @@ def test_relative_paths_in_a_file_are_the_files_own(tmp_path: Path) -> None:
 
 def test_config_show_prints_a_config_file_that_reads_back_the_same(tmp_path: Path) -> None:
     first = write(tmp_path / "c.toml", 'samples = 4\nissue = "two\\nlines \\"quoted\\""\nsample_temperature = 1\n')
-    proc = snaffle("config", "show", "solve", "--config", str(first), "--max-dollars", "0.5")
+    flags = ("--config", str(first), "--max-dollars", "0.5", "--repo", "checkout")
+    proc = snaffle("config", "show", "solve", *flags, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"samples = 4{' ' * 10}" in proc.stdout and f"# config {first}" in proc.stdout
-    again = write(tmp_path / "again.toml", proc.stdout)
-    before = {k: v["value"] for k, v in shown("solve", "--config", str(first), "--max-dollars", "0.5").items()}
+    (tmp_path / "elsewhere").mkdir()
+    again = write(tmp_path / "elsewhere" / "again.toml", proc.stdout)
+    before = {k: v["value"] for k, v in shown("solve", *flags, cwd=tmp_path).items()}
     after = shown("solve", "--config", str(again))
+    assert before["repo"] == str(tmp_path / "checkout")
     assert {k: v["value"] for k, v in after.items()} == before
     assert after["max_dollars"] == {"value": 0.5, "from": f"config {again}"}
 
