@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,19 +37,23 @@ def snaffle_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-c", CONSOLE_SCRIPT]
 
 
-def median_seconds(command: Sequence[str], repeat: int, root: Path = ROOT) -> float:
-    """The median wall time of `command`, run `repeat` times after one warm-up run (which fills the OS caches)."""
+def median_seconds(command: Sequence[str], repeat: int, root: Path = ROOT) -> tuple[float, float]:
+    """The median wall and CPU (user + system) seconds of `command`, run `repeat` times after one warm-up run (which
+    fills the OS caches); CPU time is the steadier figure on a loaded machine."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(root), os.environ.get("PYTHONPATH"))))}
-    times = []
+    times, cpu = [], []
     for attempt in range(repeat + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(command, capture_output=True, env=env, timeout=60)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
         if attempt:
             times.append(elapsed)
-    return statistics.median(times)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,14 +62,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=0.3, help="seconds for --help and --version (0 = none)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose snaffle runs (default: this one)")
     args = parser.parse_args(argv)
-    base = median_seconds([sys.executable, "-c", "pass"], args.repeat)
+    base, base_cpu = median_seconds([sys.executable, "-c", "pass"], args.repeat)
     prefix = snaffle_command()
     print(f"median of {args.repeat} runs; snaffle runs as: {' '.join(prefix)} (PYTHONPATH={args.root})")
-    print(f"| command | median s | vs python -c pass |\n|---|---|---|\n| python -c pass | {base:.3f} | 1.00 |")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| command | wall s | vs python -c pass | CPU s | vs python -c pass |\n|---|---|---|---|---|")
+    print(f"| python -c pass | {base:.3f} | 1.00 | {base_cpu:.3f} | 1.00 |")
     slow = []
     for name, case in CASES:
-        seconds = median_seconds([*prefix, *case], args.repeat, args.root)
-        print(f"| {name} | {seconds:.3f} | {seconds / base:.2f} |")
+        seconds, cpu = median_seconds([*prefix, *case], args.repeat, args.root)
+        print(f"| {name} | {seconds:.3f} | {seconds / base:.2f} | {cpu:.3f} | {cpu / max(base_cpu, 1e-3):.2f} |")
         if args.limit and name in LIMITED and seconds > args.limit:
             slow.append(f"{name} took {seconds:.3f} s (limit {args.limit} s)")
     for line in slow:
