@@ -178,3 +178,22 @@ def test_a_run_from_a_config_file_records_its_settings(calc_repo: Path, scripted
     assert settings["max_turns"] == {"value": 8, "from": "-c"}
     assert settings["timeout"] == {"value": 120.0, "from": "flag"}
     assert "issue" not in settings and header["task"]["issue"] == CALC_ISSUE
+
+
+def test_a_batch_keeps_its_settings_as_a_config_file(tmp_path: Path, scripted: Start) -> None:
+    from tests.swebench_helpers import ONE_SHOT_FIX, make_mirror, three_instances, write_jsonl
+
+    mirror, commits = make_mirror(tmp_path)
+    instances = write_jsonl(tmp_path / "instances.jsonl", three_instances(commits)[:1])
+    server = scripted([ONE_SHOT_FIX])
+    body = 'arm = "minimal"\ninstances = "instances.jsonl"\nrepos = "mirror"\nmodel = "scripted"\nmax_turns = 3\n'
+    config = write(tmp_path / "batch.toml", body)
+    out = tmp_path / "out"
+    proc = snaffle("swebench", "run", "--config", str(config), "--base-url", server.base_url, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["ran"] == 1
+    kept = (out / "settings.toml").read_text()
+    assert f"# config {config}" in kept and "# flag" in kept
+    again = shown("swebench", "run", "--config", str(out / "settings.toml"))
+    assert again["instances"]["value"] == str(instances) and again["repos"]["value"] == str(mirror)
+    assert (again["max_turns"]["value"], again["base_url"]["value"]) == (3, server.base_url)

@@ -33,6 +33,8 @@ EXTERNAL = ("mini-swe-agent",)
 """The external harnesses (snaffle.adapters.EXTERNAL's keys, a test holds them equal), named here so that building
 the parser does not import the adapters (0.7 s)."""
 HARNESSES = (*ARMS, *EXTERNAL)
+SETTINGS_FILE = "settings.toml"
+"""The batch dir's record of the settings `swebench run` was last started with: a config file (`--config` reruns)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -146,7 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if warning:
         print(f"snaffle: warning: {warning}", file=sys.stderr)
     check_endpoint(args.base_url)
-    summary = run_batch(batch_config(args))
+    config = batch_config(args)
+    write_settings(args.out, getattr(args, "settings", ()))
+    summary = run_batch(config)
     counts: dict[str, int] = {}
     for instance_id in summary.ran:
         status = summary.statuses.get(instance_id, "missing")
@@ -163,6 +167,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def write_settings(out: Path, resolved: Sequence[settings.Setting]) -> None:
+    """Record the resolved settings in the batch dir, as a config file with each value's origin."""
+    if resolved:
+        out.mkdir(parents=True, exist_ok=True)
+        text = "# snaffle swebench run: the settings it was last started with\n" + settings.as_toml(resolved)
+        (out / SETTINGS_FILE).write_text(text, encoding="utf-8")
 
 
 def batch_config(args: argparse.Namespace) -> BatchConfig:
