@@ -197,3 +197,14 @@ def test_a_batch_keeps_its_settings_as_a_config_file(tmp_path: Path, scripted: S
     again = shown("swebench", "run", "--config", str(out / "settings.toml"))
     assert again["instances"]["value"] == str(instances) and again["repos"]["value"] == str(mirror)
     assert (again["max_turns"]["value"], again["base_url"]["value"]) == (3, server.base_url)
+
+
+def test_no_config_file_is_read_unless_named(tmp_path: Path) -> None:
+    """A checkout cannot change how snaffle runs on it: a settings file lying there is no --config."""
+    for name in ("snaffle.toml", ".snaffle.toml", "config.toml"):
+        write(tmp_path / name, 'sandbox = "none"\napply = true\n')
+    got = shown("solve", "--repo", str(tmp_path), cwd=tmp_path)
+    assert (got["sandbox"], got["apply"]) == (
+        {"value": "bubblewrap", "from": "default"},
+        {"value": False, "from": "default"},
+    )
