@@ -3,36 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from snaffle import __version__, demo
-from snaffle.agentless import localize
-from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
-from snaffle.arms import ARMS, DEFAULT_ARM
+from snaffle import __version__
 from snaffle.exceptions import EndpointError, UserError
-from snaffle.model import local as local_model
-from snaffle.sandbox import add_sandbox_arg, require_mode
-from snaffle.shim import cli as shim_cli
-from snaffle.swebench import cli as swebench_cli
-from snaffle.trace import cli as trace_cli
-from snaffle.trajectory import instance_name
-from snaffle.types import Limits, Task
-from snaffle.workspace import repo_root
 
 if TYPE_CHECKING:  # the modules behind the commands load on first use, so --help and --version start fast
     from snaffle.model.client import ModelConfig
     from snaffle.run import SolveConfig
     from snaffle.shim.pricing import Pricing
+    from snaffle.types import Limits, Task
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 SHIM_RUN = "solve"
 EXIT_USAGE = 2
@@ -45,16 +38,45 @@ before any answer."""
 NODE_ID_HINT = "pass a pytest node id such as tests/test_x.py::test_y"
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows every option's default (`--help` then tells what runs), unless its text already says it;
+    switches and options that are off unless given say themselves what they do."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and shows_default(action):
+            action = copy.copy(action)
+            action.help = "(default %(default)s)"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        said = "%(default)" in help_text or re.search(r"\bdefault[: ]", help_text)
+        if shows_default(action) and not said and help_text != argparse.SUPPRESS:
+            return f"{help_text} (default %(default)s)".lstrip()
+        return action.help
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether `--help` states the option's default: it has a value and the option takes one."""
+    has_value = action.default not in (None, argparse.SUPPRESS, [], "")
+    return bool(has_value and action.nargs != 0 and action.option_strings)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose refusals are one line on stderr (exit 2) that points at `--help`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_of(words))
+    args = parse(parser, words)
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_USAGE
@@ -69,45 +91,111 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments; a command taking `--config`/`-c` gets them layered under its flags (see snaffle/settings.py)."""
+    if not command_of(argv):
+        return parser.parse_args(argv)  # --help, --version: nothing more is imported
+    from snaffle import settings
+
+    command, depth = settings.command_parser(parser, argv)
+    if not settings.is_layered(command):
+        return parser.parse_args(argv)
+    args, resolved = settings.parse_layered(command, argv[depth:])
+    args.settings = resolved
+    return args
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str:
+    """The command `argv` names (its first word that is no option), or "" for none."""
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """snaffle's parser. With `command`, only that command is built in full and the others are their help line, so
+    `snaffle --help` imports none of the modules behind them (None: all in full)."""
     parser = OneLineParser(prog="snaffle", description="A light harness for weak models fixing bugs.")
     parser.add_argument("--version", action="version", version=f"snaffle {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")  # OneLineParser all the way down
     sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]", subparsers)
-    add_solve(sub)
-    add_prompt_size(sub)
-    add_localize(sub)
-    demo.register(sub)
-    shim_cli.register(sub)
-    swebench_cli.register(sub)
-    trace_cli.register(sub)
-    local_model.register(sub)
+    for name, (help_text, register) in COMMANDS.items():
+        if command is None or command == name:
+            register(sub)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
+def _demo(sub: Subparsers) -> None:
+    from snaffle import demo
+
+    demo.register(sub)
+
+
+def _shim(sub: Subparsers) -> None:
+    from snaffle.shim import cli as shim_cli
+
+    shim_cli.register(sub)
+
+
+def _swebench(sub: Subparsers) -> None:
+    from snaffle.swebench import cli as swebench_cli
+
+    swebench_cli.register(sub)
+
+
+def _trace(sub: Subparsers) -> None:
+    from snaffle.trace import cli as trace_cli
+
+    trace_cli.register_trace(sub)
+
+
+def _ab(sub: Subparsers) -> None:
+    from snaffle.trace import cli as trace_cli
+
+    trace_cli.register_ab(sub)
+
+
+def _model(sub: Subparsers) -> None:
+    from snaffle.model import local as local_model
+
+    local_model.register(sub)
+
+
 def add_model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", default=os.environ.get("SNAFFLE_BASE_URL"), help="OpenAI-compatible URL")
-    parser.add_argument("--model", default=os.environ.get("SNAFFLE_MODEL", "default"), help="model name")
+    from snaffle import settings
+
+    base_url = f"OpenAI-compatible URL (default: ${settings.ENV_VARS['base_url']})"
+    parser.add_argument("--base-url", default=os.environ.get(settings.ENV_VARS["base_url"]), help=base_url)
+    model = f"model name (default %(default)s; ${settings.ENV_VARS['model']} replaces it)"
+    parser.add_argument("--model", default=os.environ.get(settings.ENV_VARS["model"], "default"), help=model)
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    parser.add_argument("--temperature", type=float, default=None, help="sent only when given")
-    parser.add_argument("--max-output-tokens", type=int, default=None)
+    temperature = "sampling temperature, sent only when given (default: the server's)"
+    parser.add_argument("--temperature", type=float, default=None, help=temperature)
+    output = "max_tokens of each call, sent only when given (default: the server's)"
+    parser.add_argument("--max-output-tokens", type=int, default=None, help=output)
     protocols = ("native", "text")
     help_text = "native tool_calls, or <tool_call> blocks in the reply (servers without tool calling)"
     parser.add_argument("--tool-protocol", choices=protocols, default="native", help=help_text)
 
 
 def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("solve", help="fix an issue in a git repository", description="Fix an issue in a repo.")
+    from snaffle import settings
+    from snaffle.agentless.options import add_cap_args, add_pipeline_args
+    from snaffle.arms import ARMS, DEFAULT_ARM
+    from snaffle.sandbox import add_sandbox_arg
+
+    p = sub.add_parser("solve", help=COMMANDS["solve"][0], description="Fix an issue in a repo.")
     p.add_argument("--repo", type=Path, required=True, help="path of a git repository")
     issue = p.add_mutually_exclusive_group(required=True)
     issue.add_argument("--issue", help="the issue text")
     issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
-    p.add_argument("--failing-test", help="a pytest node id that fails because of the issue (used to validate)")
-    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm (default %(default)s)")
+    failing = "a pytest node id that fails because of the issue (used to validate; default: none)"
+    p.add_argument("--failing-test", help=failing)
+    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm")
     add_model_args(p)
     add_pipeline_args(p)
     add_cap_args(p)
@@ -122,14 +210,21 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     shim.add_argument("--shim", metavar="URL", help="use a running shim (snaffle shim serve) at URL")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary (errors and warnings only)")
     p.add_argument("--json", action="store_true", help="no progress; one JSON line at the end (for scripts)")
+    settings.add_config_args(p)
     p.set_defaults(func=cmd_solve)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from snaffle import settings
+    from snaffle.agentless.options import pipeline_config
     from snaffle.console import Progress, choose_mode
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, collect_failing_test, solve
+    from snaffle.sandbox import require_mode
     from snaffle.shim.pricing import load_pricing
+    from snaffle.trajectory import instance_name
+    from snaffle.types import Task
+    from snaffle.workspace import repo_root
 
     if args.shim and not args.base_url:
         args.base_url = args.shim.rstrip("/") + "/v1"  # the running shim knows the upstream
@@ -147,6 +242,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         pipeline=pipeline_config(args),
         sandbox=args.sandbox,
         apply=args.apply,
+        settings=settings.as_json(getattr(args, "settings", ()), leave_out=("issue",)),
     )
     warn(require_mode(args.sandbox))
     repo = repo_root(args.repo)
@@ -291,6 +387,8 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
 
 
 def limits_of(args: argparse.Namespace) -> Limits:
+    from snaffle.types import Limits
+
     values = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
     if any(v < 0 for v in values):
         raise UserError("caps must be >= 0 (0 means no cap)")
@@ -298,31 +396,39 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 
 def add_prompt_size(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("prompt-size", help="print an arm's fixed context (system prompt + tool schemas)")
-    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM)
-    p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
+    from snaffle.arms import ARMS, DEFAULT_ARM
+
+    p = sub.add_parser("prompt-size", help=COMMANDS["prompt-size"][0])
+    p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm")
+    p.add_argument("--tool-protocol", choices=("native", "text"), default="native", help="how tools are offered")
     p.set_defaults(func=cmd_prompt_size)
 
 
 def cmd_prompt_size(args: argparse.Namespace) -> int:
+    from snaffle.arms import ARMS
+
     print(json.dumps(ARMS[args.arm].fixed_context(args.tool_protocol)))
     return 0
 
 
 def add_localize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("localize", help="rank the files and entities an issue is about (no model)")
-    p.add_argument("--repo", type=Path, required=True)
+    from snaffle.agentless.localize import TOP
+
+    p = sub.add_parser("localize", help=COMMANDS["localize"][0])
+    p.add_argument("--repo", type=Path, required=True, help="path of a git repository")
     issue = p.add_mutually_exclusive_group(required=True)
-    issue.add_argument("--issue")
-    issue.add_argument("--issue-file", type=Path)
-    p.add_argument("--failing-test", help="a pytest node id that fails; enables SBFL from coverage")
-    p.add_argument("--top", type=int, default=localize.TOP, help="files and entities shown (default %(default)s)")
+    issue.add_argument("--issue", help="the issue text")
+    issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
+    failing = "a pytest node id that fails; enables SBFL from coverage (default: none)"
+    p.add_argument("--failing-test", help=failing)
+    p.add_argument("--top", type=int, default=TOP, help="how many files and how many entities are shown")
     p.add_argument("--json", action="store_true", help="print JSON (the stable contract)")
     p.set_defaults(func=cmd_localize)
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
     from snaffle.agentless.localize import localize_repo
+    from snaffle.workspace import repo_root
 
     issue = read_issue(args)
     repo_root(args.repo)
@@ -338,6 +444,58 @@ def cmd_localize(args: argparse.Namespace) -> int:
     for candidate in result.entities:
         print(f"{candidate.score:7.3f}  {candidate.selector}  [{', '.join(candidate.signals)}]")
     return 0
+
+
+def add_config(sub: Subparsers) -> None:
+    p = sub.add_parser("config", help=COMMANDS["config"][0], description="Settings as data (see --config and -c).")
+    commands = p.add_subparsers(title="config commands", metavar="COMMAND")
+    show = commands.add_parser(
+        "show",
+        help="print the effective settings of a command line and where each came from",
+        description="Print the settings `snaffle COMMAND ARGS` would run with, as a config file (TOML) with the "
+        "origin of each: default, env, config FILE, -c or flag. Nothing runs; required options may be missing.",
+    )
+    show.add_argument("--json", action="store_true", help="print {key: {value, from}} as JSON")
+    words = "solve (the default) or swebench run, then its --config, -c and flags"
+    show.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS]", help=words)
+    show.set_defaults(func=cmd_config_show)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return EXIT_USAGE
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from snaffle import settings
+
+    words = list(args.words) or ["solve"]
+    command, depth = settings.command_parser(build_parser(words[0]), words)
+    if not settings.is_layered(command):
+        raise UserError(f"{' '.join(words[:1])!r} takes no settings: pass solve or swebench run")
+    _, resolved = settings.parse_layered(command, words[depth:], strict=False)
+    if args.json:
+        print(json.dumps(settings.as_json(resolved)))
+        return 0
+    print(f"# {command.prog}: default < env < config file < -c < flag")
+    print(settings.as_toml(resolved), end="")
+    return 0
+
+
+COMMANDS: dict[str, tuple[str, Callable[[Subparsers], None]]] = {
+    "solve": ("fix an issue in a git repository", add_solve),
+    "prompt-size": ("print an arm's fixed context (system prompt + tool schemas)", add_prompt_size),
+    "localize": ("rank the files and entities an issue is about (no model)", add_localize),
+    "demo": ("fix a bundled example bug end to end", _demo),
+    "shim": ("the metering proxy between harnesses and the model endpoint", _shim),
+    "swebench": ("run and grade SWE-bench batches", _swebench),
+    "trace": ("read trajectories back: show, stats, labels, html", _trace),
+    "ab": ("two runs side by side, head-to-head, CI on the resolve-rate difference", _ab),
+    "model": ("the embedded local model (needs snaffle[local])", _model),
+    "config": ("the settings a command runs with, and where each comes from", add_config),
+}
+"""Each command's help line and the function adding it in full (its module imported then, not before)."""
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,8 @@ class SolveConfig:
     """Work in a private copy of the repo; False only for a checkout that is private already (SWE-bench's)."""
     sandbox: str = "bubblewrap"
     """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
+    settings: Mapping[str, object] = field(default_factory=dict)
+    """The command line's resolved settings and where each came from (`{key: {value, from}}`), for the header."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -164,7 +166,15 @@ def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
         **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
     }
     return header_event(
-        task, config.arm, model.model, model.base_url, config.limits, fixed, settings, fixed_context=parts_or_none
+        task,
+        config.arm,
+        model.model,
+        model.base_url,
+        config.limits,
+        fixed,
+        settings,
+        config.settings,
+        fixed_context=parts_or_none,
     )
 
 

@@ -175,10 +175,12 @@ def header_event(
     limits: Limits,
     fixed_context_tokens: int | None,
     config: Mapping[str, object],
+    settings: Mapping[str, object] | None = None,
     fixed_context: Mapping[str, int] | None = None,
 ) -> Event:
-    """The first line: the format, what runs on which task and model, under which caps; `fixed_context` breaks the
-    fixed context down by kind of call when the calls differ (agentless: `reproduce`, `repair`)."""
+    """The first line: the format, what runs on which task and model, under which caps (and, from the command line,
+    the resolved settings with where each came from); `fixed_context` breaks the fixed context down by kind of call
+    when the calls differ (agentless: `reproduce`, `repair`)."""
     parts = {} if fixed_context is None else {"fixed_context": dict(fixed_context)}
     return {
         "type": "header",
@@ -198,6 +200,7 @@ def header_event(
         **parts,
         "python": platform.python_version(),
         "config": dict(config),
+        **({"settings": dict(settings)} if settings else {}),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,62 @@ def test_a_failing_test_that_does_not_exist_is_one_line_before_any_model_call(
     )
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["exit_status"] == "submitted" and len(server.requests) == len(FIX_SCRIPT)
+
+
+CONSOLE_SCRIPT = "import sys; from snaffle.cli import main; sys.exit(main())"
+"""What the installed `snaffle` script runs."""
+
+
+@pytest.mark.parametrize(("args", "code"), ((("--help",), 0), (("--version",), 0), ((), 2)))
+def test_help_and_version_import_neither_numpy_nor_the_pipeline(args: tuple[str, ...], code: int) -> None:
+    command = [sys.executable, "-X", "importtime", "-c", CONSOLE_SCRIPT, *args]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code and "snaffle" in proc.stdout
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "snaffle.cli" in modules
+    heavy = {"numpy", "bm25s", "snaffle.agentless.pipeline", "snaffle.agentless.localize", "httpx", "rich"}
+    assert not modules & heavy
+
+
+def test_the_lazy_help_is_the_full_help() -> None:
+    from snaffle.cli import build_parser
+
+    assert build_parser("").format_help() == build_parser().format_help()
+
+
+def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from all_parsers(child)
+
+
+def test_every_help_shows_every_default() -> None:
+    from snaffle.cli import build_parser, shows_default
+
+    missing, checked = [], 0
+    for parser in all_parsers(build_parser()):
+        text = parser.format_help()
+        for action in parser._actions:
+            if shows_default(action) and action.dest != "help":
+                checked += 1
+                if f"default {action.default}" not in " ".join(text.split()):
+                    missing.append(f"{parser.prog} {action.option_strings[0]}")
+    assert checked > 40 and not missing
+
+
+def test_every_option_of_localize_has_help_and_swebench_speaks_to_users() -> None:
+    options = " ".join(snaffle("localize", "--help").stdout.split("options:", 1)[1].split())
+    for option, words in (("--repo REPO", "path of"), ("--issue ISSUE", "the issue"), ("--top TOP", "how many")):
+        assert f"{option} {words}" in options
+    assert "entities are shown (default 10)" in options
+    text = snaffle("swebench", "--help").stdout
+    assert "register" not in text and "Run a harness on SWE-bench instances" in text
+
+
+def test_the_external_harnesses_named_for_help_are_the_adapters() -> None:
+    from snaffle.adapters import EXTERNAL
+    from snaffle.swebench import cli as swebench_cli
+
+    assert swebench_cli.EXTERNAL == tuple(EXTERNAL)

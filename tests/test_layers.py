@@ -18,7 +18,20 @@ SKIPPED = ("examples/*/repo/**/*.py",)
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("version", "types", "exceptions"),
-    ("index", "sandbox", "workspace", "model", "trajectory", "prompts", "data", "cache", "shim", "testing", "examples"),
+    (
+        "index",
+        "sandbox",
+        "workspace",
+        "model",
+        "trajectory",
+        "prompts",
+        "data",
+        "settings",
+        "cache",
+        "shim",
+        "testing",
+        "examples",
+    ),
     ("tools", "gates", "primitives", "observations", "trace"),
     ("harness",),
     ("agentless", "arms"),

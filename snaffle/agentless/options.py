@@ -29,7 +29,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("agentless arm")
     samples = "repair samples: 1 greedy + N-1 at --sample-temperature (default %(default)s)"
     group.add_argument("--samples", type=int, default=defaults.samples, help=samples)
-    group.add_argument("--sample-temperature", type=float, default=defaults.temperature, help="(default %(default)s)")
+    temperature = "temperature of every sample but the first (default %(default)s)"
+    group.add_argument("--sample-temperature", type=float, default=defaults.temperature, help=temperature)
     top_k = "localized entities shown to the model (default %(default)s)"
     group.add_argument("--top-k", type=int, default=defaults.top_k, help=top_k)
     concurrency = "samples run at once (default %(default)s)"

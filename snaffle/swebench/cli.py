@@ -1,4 +1,7 @@
-"""`snaffle swebench run` (the batch runner) and `snaffle swebench grade` (the grader). `register(sub)` adds them."""
+"""`snaffle swebench run` (the batch runner) and `snaffle swebench grade` (the grader), added by `register`.
+
+The modules behind them (the pipeline, the grader) are imported when a command runs, not when its parser is built.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +14,32 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.adapters.mini_swe_agent import require_mini
-from snaffle.agentless.options import add_cap_args, add_pipeline_args, pipeline_config
+from snaffle import settings
+from snaffle.agentless.options import add_cap_args, add_pipeline_args
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
-from snaffle.model.client import check_endpoint
-from snaffle.sandbox import add_sandbox_arg, require_mode
-from snaffle.swebench.batch import BatchConfig, ShimSettings, run_batch
-from snaffle.swebench.grade import GradeConfig, grade
-from snaffle.swebench.instances import Instance, load_instances, select
+from snaffle.sandbox import add_sandbox_arg
 from snaffle.swebench.workspaces import FORGE_URL, Sources
 from snaffle.types import Limits
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from snaffle.swebench.batch import BatchConfig
+    from snaffle.swebench.instances import Instance
+
+EXTERNAL = ("mini-swe-agent",)
+"""The external harnesses (snaffle.adapters.EXTERNAL's keys, a test holds them equal), named here so that building
+the parser does not import the adapters (0.7 s)."""
 HARNESSES = (*ARMS, *EXTERNAL)
+SETTINGS_FILE = "settings.toml"
+"""The batch dir's record of the settings `swebench run` was last started with: a config file (`--config` reruns)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("swebench", help="run and grade SWE-bench batches", description=__doc__)
+    description = "Run a harness on SWE-bench instances (run) and grade its predictions (grade)."
+    parser = sub.add_parser("swebench", help="run and grade SWE-bench batches", description=description)
     commands = parser.add_subparsers(title="swebench commands", metavar="COMMAND")
     add_run(commands)
     add_grade(commands)
@@ -46,49 +53,60 @@ def usage(parser: argparse.ArgumentParser) -> int:
 
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instances", type=Path, required=True, help="SWE-bench instances (.json, .jsonl, .gz)")
-    p.add_argument("--filter", help="regular expression on instance_id")
-    p.add_argument("--slice", help="START:STOP after filtering (and shuffling)")
+    p.add_argument("--filter", help="regular expression on instance_id (default: all)")
+    p.add_argument("--slice", help="START:STOP after filtering (and shuffling; default: all)")
     p.add_argument("--shuffle", action="store_true", help="shuffle before slicing")
     p.add_argument("--seed", type=int, default=0, help="seed for --shuffle")
-    p.add_argument("--repos", type=Path, help="mirror directory holding owner__name git repositories")
+    mirrors = "mirror directory holding owner__name git repositories (default: none, see --forge)"
+    p.add_argument("--repos", type=Path, help=mirrors)
     p.add_argument(
         "--forge",
         nargs="?",
         const=FORGE_URL,
         default=None,
         metavar="URL_TEMPLATE",
-        help=f"clone missing repositories over the network (default template {FORGE_URL})",
+        help=f"clone missing repositories over the network (default: off; given bare, the template {FORGE_URL})",
     )
 
 
 def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from snaffle.swebench.batch import BatchConfig
+
     p = commands.add_parser("run", help="run a harness on SWE-bench instances", description="Run a batch.")
     add_selection(p)
     p.add_argument("--arm", choices=HARNESSES, default=DEFAULT_ARM, help="the harness (default %(default)s)")
-    p.add_argument("--base-url", default=os.environ.get("SNAFFLE_BASE_URL"), help="OpenAI-compatible upstream")
-    p.add_argument("--model", default=os.environ.get("SNAFFLE_MODEL", "default"))
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY")
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--max-output-tokens", type=int, default=None)
-    p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
+    base_url = f"OpenAI-compatible upstream (default: ${settings.ENV_VARS['base_url']})"
+    p.add_argument("--base-url", default=os.environ.get(settings.ENV_VARS["base_url"]), help=base_url)
+    model = f"model name (default %(default)s; ${settings.ENV_VARS['model']} replaces it)"
+    p.add_argument("--model", default=os.environ.get(settings.ENV_VARS["model"], "default"), help=model)
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    temperature = "sampling temperature, sent only when given (default: the server's)"
+    p.add_argument("--temperature", type=float, default=None, help=temperature)
+    output = "max_tokens of each call, sent only when given (default: the server's)"
+    p.add_argument("--max-output-tokens", type=int, default=None, help=output)
+    p.add_argument("--tool-protocol", choices=("native", "text"), default="native", help="how tools are offered")
     batch = field_defaults(BatchConfig)
     p.add_argument("--workers", type=int, default=batch["workers"], help="instances run at once (default %(default)s)")
-    p.add_argument("--executor", choices=("local", "ray"), default=batch["executor"], help="(default %(default)s)")
+    executor = "a local process pool, or Ray (default %(default)s)"
+    p.add_argument("--executor", choices=("local", "ray"), default=batch["executor"], help=executor)
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the batch directory: predictions, one run dir each")
     p.add_argument("--redo", action="store_true", help="rerun instances that are already done")
     p.add_argument("--docker", action="store_true", help="check out from SWE-bench images when Docker runs")
     add_caps_and_shim(p)
     add_pipeline_args(p)
     add_sandbox_arg(p)
+    settings.add_config_args(p)
     p.set_defaults(func=cmd_run)
 
 
 def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
+    from snaffle.swebench.batch import ShimSettings
+
     add_cap_args(p, " per instance")
     p.add_argument("--no-shim", action="store_true", help="talk to --base-url directly (no ledger, no limits)")
     off = "0 = off; default %(default)s"
-    p.add_argument("--pricing", type=Path, help="the shim's pricing TOML")
+    p.add_argument("--pricing", type=Path, help="the shim's pricing TOML (default: the packaged table)")
     shim = field_defaults(ShimSettings)
     p.add_argument(
         "--max-in-flight", type=int, default=shim["max_in_flight"], help=f"upstream calls in flight at once ({off})"
@@ -101,9 +119,11 @@ def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--run-max-dollars", type=float, default=shim["run_max_dollars"], help=f"the batch's budget ({off})")
     p.add_argument("--run-name", default="", help="the shim ledger's run name (default: a timestamp)")
-    p.add_argument("--model-name", default="", help="model_name_or_path in predictions.jsonl")
+    p.add_argument(
+        "--model-name", default="", help="model_name_or_path in predictions.jsonl (default: snaffle-ARM__MODEL)"
+    )
     p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
-    p.add_argument("--keep-workdirs", action="store_true")
+    p.add_argument("--keep-workdirs", action="store_true", help="keep each instance's checkout after its run")
 
 
 def field_defaults(record: type[DataclassInstance]) -> dict[str, Any]:
@@ -112,6 +132,11 @@ def field_defaults(record: type[DataclassInstance]) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from snaffle.adapters.mini_swe_agent import require_mini
+    from snaffle.model.client import check_endpoint
+    from snaffle.sandbox import require_mode
+    from snaffle.swebench.batch import run_batch
+
     if not args.base_url:
         raise UserError("no model endpoint: pass --base-url or set SNAFFLE_BASE_URL")
     values = (args.max_turns, args.max_tokens, args.max_dollars, args.timeout)
@@ -123,7 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if warning:
         print(f"snaffle: warning: {warning}", file=sys.stderr)
     check_endpoint(args.base_url)
-    summary = run_batch(batch_config(args))
+    config = batch_config(args)
+    write_settings(args.out, getattr(args, "settings", ()))
+    summary = run_batch(config)
     counts: dict[str, int] = {}
     for instance_id in summary.ran:
         status = summary.statuses.get(instance_id, "missing")
@@ -142,8 +169,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_settings(out: Path, resolved: Sequence[settings.Setting]) -> None:
+    """Record the resolved settings in the batch dir, as a config file with each value's origin."""
+    if resolved:
+        out.mkdir(parents=True, exist_ok=True)
+        text = "# snaffle swebench run: the settings it was last started with\n" + settings.as_toml(resolved)
+        (out / SETTINGS_FILE).write_text(text, encoding="utf-8")
+
+
 def batch_config(args: argparse.Namespace) -> BatchConfig:
     """The batch that `swebench run`'s arguments describe."""
+    from snaffle.adapters import AdapterSpec
+    from snaffle.agentless.options import pipeline_config
+    from snaffle.swebench.batch import BatchConfig, ShimSettings
+
     spec = AdapterSpec(
         args.arm,
         args.model,
@@ -179,6 +218,8 @@ def batch_config(args: argparse.Namespace) -> BatchConfig:
 
 
 def chosen(args: argparse.Namespace) -> tuple[Instance, ...]:
+    from snaffle.swebench.instances import load_instances, select
+
     instances = select(load_instances(args.instances), args.filter, args.slice, args.shuffle, args.seed)
     if not instances:
         raise UserError(f"no instance of {args.instances} matches --filter/--slice")
@@ -186,13 +227,15 @@ def chosen(args: argparse.Namespace) -> tuple[Instance, ...]:
 
 
 def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from snaffle.swebench.grade import GradeConfig
+
     p = commands.add_parser(
         "grade", help="grade predictions (Docker, or local virtualenvs)", description="Grade predictions."
     )
     add_selection(p)
     defaults = field_defaults(GradeConfig)
     p.add_argument("--predictions", type=Path, required=True, help="predictions.jsonl")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="where report.json and the logs go")
     grader = "auto: SWE-bench's Docker harness when a daemon answers, else local virtualenvs (default %(default)s)"
     p.add_argument("--grader", choices=("auto", "local", "docker"), default=defaults["grader"], help=grader)
     envs = f"where virtualenvs per (repo, version) are kept (default {cache_dir('swebench-envs')})"
@@ -217,6 +260,8 @@ def add_grade(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    from snaffle.swebench.grade import GradeConfig, grade
+
     config = GradeConfig(
         instances=chosen(args),
         predictions=args.predictions,

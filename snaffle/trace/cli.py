@@ -59,7 +59,7 @@ def register_trace(sub: Subparsers) -> None:
     p = commands.add_parser("html", help="a self-contained HTML report")
     _add_runs(p, gold=True)
     p.add_argument("-o", "--out", type=Path, required=True, help="the HTML file to write")
-    p.add_argument("--title", default="snaffle run report")
+    p.add_argument("--title", default="snaffle run report", help="the page's title")
     p.set_defaults(func=cmd_html)
     p = commands.add_parser("export", help="runs as another harness's trajectories (mini-swe-agent's inspector)")
     p.add_argument(
