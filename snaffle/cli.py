@@ -490,7 +490,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Subparsers], None]]] = {
     "demo": ("fix a bundled example bug end to end", _demo),
     "shim": ("the metering proxy between harnesses and the model endpoint", _shim),
     "swebench": ("run and grade SWE-bench batches", _swebench),
-    "trace": ("read trajectories back: show, stats, labels, html", _trace),
+    "trace": ("read trajectories back: show, stats, labels, html, export", _trace),
     "ab": ("two runs side by side, head-to-head, CI on the resolve-rate difference", _ab),
     "model": ("the embedded local model (needs snaffle[local])", _model),
     "config": ("the settings a command runs with, and where each comes from", add_config),

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subparsers) -> None:
-    """Add `trace` (show, stats, labels, html) and `ab`."""
+    """Add `trace` (show, stats, labels, html, export) and `ab`."""
     register_trace(sub)
     register_ab(sub)
 
@@ -66,7 +66,7 @@ def register_trace(sub: Subparsers) -> None:
         "--format",
         choices=export.EXPORT_FORMATS,
         default="mini-swe-agent",
-        help="the trajectory format to write (default: %(default)s)",
+        help="the trajectory format to write",
     )
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run dirs, batch dirs or trajectory files")
     p.add_argument("out", type=Path, metavar="OUT", help="the directory to write (one folder per run)")
