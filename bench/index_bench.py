@@ -128,7 +128,7 @@ def phase_extract(tree: Path, files: list[str]) -> dict[str, float]:
     sources = [(tree / name).read_bytes() for name in files]
     trees = [Parser(language).parse(source) for source in sources]
     started = time.perf_counter()
-    walked = sum(sum(1 for _ in parse._walk(t.root_node, source)) for t, source in zip(trees, sources, strict=True))
+    walked = sum(sum(1 for _ in parse._walk(t.root_node, source, False)) for t, source in zip(trees, sources, strict=True))
     walk_s = time.perf_counter() - started
     query = Query(language, DEFINITIONS_QUERY)
     started = time.perf_counter()
