@@ -327,3 +327,16 @@ def test_a_poisoned_manifest_hash_is_ignored(repo: Path, tmp_path: Path) -> None
     index = RepoIndex(repo, cache, ON)
     assert index.build(workers=1).cached == 2
     assert index.resolve("pkg/mod.py::Parser.PRECEDENCE").kind == "assignment"
+
+
+def test_a_build_of_some_paths_parses_only_them_and_records_the_checkout(tmp_path: Path) -> None:
+    from snaffle.index.cache import load_manifest
+
+    files: dict[str, str | bytes] = {"pkg/a.py": "A = 1\n", "tests/test_a.py": "def test_a():\n    pass\n"}
+    repo, cache = make_repo(tmp_path / "repo", files), tmp_path / "cache"
+    index = RepoIndex(repo, cache, ON)
+    stats = index.build(workers=1, paths=["pkg/a.py", "pkg/gone.py"])
+    assert (stats.files, stats.parsed) == (1, 1)
+    assert set(load_manifest(cache, str(repo.resolve()))) == {"pkg/a.py"}
+    assert RepoIndex(repo, cache, ON).build(workers=1).parsed == 1  # the test file, never built before
+    assert set(load_manifest(cache, str(repo.resolve()))) == {"pkg/a.py", "tests/test_a.py"}

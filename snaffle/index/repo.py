@@ -219,9 +219,11 @@ class RepoIndex:
 
     # ---- building and refreshing
 
-    def build(self, workers: int = 0) -> BuildStats:
-        """Index every file, reusing valid cache records; `workers` 0 picks processes by the work left."""
-        paths = self.files()
+    def build(self, workers: int = 0, paths: Sequence[str] | None = None) -> BuildStats:
+        """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
+        records; `workers` 0 picks processes by the work left. The checkout's manifest is written after."""
+        listed = self.files()
+        paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             stale = [path for path in paths if not self._reuse_or_false(path)]
             count = _worker_count(workers, len(stale))
@@ -231,8 +233,10 @@ class RepoIndex:
 
     def _store_manifest(self) -> None:
         """Write this checkout's stats when they differ from the ones read (one file for the whole checkout)."""
-        stats = {path: (r.info.mtime_ns, r.info.size, r.info.sha1) for path, r in self._records.items()}
-        if self.cache_dir is not None and stats != self._known_stats():
+        known = self._known_stats()
+        stats = {path: known[path] for path in self.files() if path in known}
+        stats |= {path: (r.info.mtime_ns, r.info.size, r.info.sha1) for path, r in self._records.items()}
+        if self.cache_dir is not None and stats != known:
             store_manifest(self.cache_dir, self._root_key, stats)
             self._manifest = stats
 
