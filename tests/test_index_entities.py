@@ -220,7 +220,8 @@ def test_edit_entity_search_replace_inside_a_table(repo: Path) -> None:
     "answer",
     [
         'PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}\n',
-        '```python\nclass Parser:\n    PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}\n\n    def binding(self, op):\n        return 0\n```\n',
+        '```python\nclass Parser:\n    PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}\n\n'
+        "    def binding(self, op):\n        return 0\n```\n",
     ],
 )
 def test_edit_entity_new_source_rewrites_a_class_table(repo: Path, answer: str) -> None:
@@ -275,7 +276,8 @@ def test_the_one_shot_path_rewrites_a_class_table_from_a_fenced_block(repo: Path
         ("pkg/mod.py::Parser.binding", "pkg/mod.py::Parser.PRECEDENCE"), ("binding", "PRECEDENCE"), ""
     )
     view.shown.update(context.selectors)
-    answer = 'The division operator binds as tightly as `*`:\n```python\nPRECEDENCE = {\n    "+": 1,\n    "-": 1,\n    "*": 2,\n    "/": 2,\n}\n```\n'
+    table = 'PRECEDENCE = {\n    "+": 1,\n    "-": 1,\n    "*": 2,\n    "/": 2,\n}\n'
+    answer = f"The division operator binds as tightly as `*`:\n```python\n{table}```\n"
     writer = TrajectoryWriter(tmp_path / "trajectory.jsonl")
     status, message = apply_answer(view, context, answer, writer, ALL_MECHANISMS)
     writer.close()
