@@ -391,6 +391,7 @@ def _worktree_row(git_dir: Path, commit: str, scratch: Path, number: int) -> dic
     read = spawn_phase("read", common)
     result = spawn_phase("worktree", common, cache=scratch / "cache")
     shutil.rmtree(tree, ignore_errors=True)
+    print(f"worktree {number + 1} at {commit[:10]}: {json.dumps(result)}", flush=True)
     return result | {"read": read["seconds"]}
 
 
