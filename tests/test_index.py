@@ -14,7 +14,7 @@ from tree_sitter import Parser, Query, QueryCursor, Tree
 from snaffle.cache import cache_dir
 from snaffle.index import parse
 from snaffle.index import repo as index_repo
-from snaffle.index.parse import ParsedSource, parse_source
+from snaffle.index.parse import EntityOptions, ParsedSource, parse_source
 from snaffle.index.repo import RepoIndex
 from snaffle.index.selectors import CLOSE_MATCHES, SelectorError
 from snaffle.index.skeleton import DECODE_NOTE, render_skeleton
@@ -42,9 +42,11 @@ def _record_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = index_repo.parse_source
 
-    def counting(path: str, source: bytes, previous: tuple[bytes, Tree] | None = None) -> ParsedSource:
+    def counting(
+        path: str, source: bytes, previous: tuple[bytes, Tree] | None = None, options: EntityOptions | None = None
+    ) -> ParsedSource:
         calls.append(path)
-        return real(path, source, previous)
+        return real(path, source, previous, options)
 
     monkeypatch.setattr(index_repo, "parse_source", counting)
     return calls

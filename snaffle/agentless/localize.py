@@ -169,6 +169,7 @@ class Localizer:
         store = store or DocumentStore(self.index.cache_dir)
         files = self.index.files()
         paths = [p for p in files if not is_test_file(p)]
+        self.index.build(paths=paths)  # in parallel when many files are new; records this checkout's manifest
         documents: list[FileDocuments] = []
         candidates: list[Entity] = []
         numbers: dict[Entity, tuple[int, int]] = {}

@@ -1,22 +1,29 @@
-"""The on-disk cache of the index: one JSON record per file (its identity and entities), written atomically and
-keyed by the file's path and the grammar's version."""
+"""The on-disk cache of the index, keyed by content: one JSON record per distinct file text (its entities, as one
+set of `EntityOptions` parses them) and one manifest per checkout (each file's stat and content hash), written
+atomically and kept apart per grammar version. A second checkout of a repository at another commit reuses every
+record whose text it shares, whatever the path of the checkout."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from snaffle.index.parse import Entity
+from snaffle.index.parse import Entity, EntityOptions
 
-CACHE_FORMAT = "snaffle-structure/1"
+CACHE_FORMAT = "snaffle-structure/2"
+MANIFEST_FORMAT = "snaffle-manifest/1"
+SHA1 = re.compile(r"[0-9a-f]{40}")
+Stats = dict[str, tuple[int, int, str]]
+"""path -> (mtime_ns, size, sha1) of the files one checkout held when it was last indexed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +55,22 @@ def _grammar_version() -> str:
         return "unknown"
 
 
-def _cache_file(cache_dir: Path, path: str) -> Path:
-    digest = hashlib.sha1(path.encode("utf-8", "surrogateescape")).hexdigest()
-    return cache_dir / f"tsp-{_grammar_version()}" / digest[:2] / f"{digest[2:]}.json"
+def _grammar_dir(cache_dir: Path) -> Path:
+    return cache_dir / f"tsp-{_grammar_version()}"
 
 
-def record_payload(root: str, info: FileInfo, entities: Iterable[Entity]) -> dict[str, Any]:
-    """One file's cache record as plain JSON data, with the root of the checkout it was read from."""
-    return {
-        "format": CACHE_FORMAT,
-        "root": root,
-        "info": _info_row(info),
-        "entities": list(map(_row, entities)),
-    }
+def _content_file(cache_dir: Path, sha1: str, options: EntityOptions) -> Path:
+    return _grammar_dir(cache_dir) / options.key / sha1[:2] / f"{sha1[2:]}.json"
+
+
+def _manifest_file(cache_dir: Path, root: str) -> Path:
+    digest = hashlib.sha1(root.encode("utf-8", "surrogateescape")).hexdigest()
+    return _grammar_dir(cache_dir) / "checkouts" / f"{digest}.json"
+
+
+def record_payload(info: FileInfo, entities: Iterable[Entity]) -> dict[str, Any]:
+    """One file's record as plain JSON data (what a worker process sends back)."""
+    return {"format": CACHE_FORMAT, "info": _info_row(info), "entities": list(map(_row, entities))}
 
 
 def _row(e: Entity) -> tuple[Any, ...]:
@@ -84,17 +94,67 @@ def _info_row(info: FileInfo) -> list[Any]:
     return [info.path, info.mtime_ns, info.size, info.sha1, info.lines, info.parse_errors, info.decode_errors]
 
 
-def record_from_payload(payload: dict[str, Any]) -> IndexedFile:
-    """The in-memory record of a cache payload."""
+def record_from_payload(payload: Mapping[str, Any]) -> IndexedFile:
+    """The in-memory record of a payload."""
     info = FileInfo(*payload["info"])
     return IndexedFile(info, tuple(Entity(info.path, *row) for row in payload["entities"]))
 
 
-def store_record(cache_dir: Path | None, payload: dict[str, Any]) -> None:
-    """Write one file's record atomically; a cache that cannot be written is only a slower index."""
+def store_record(cache_dir: Path | None, options: EntityOptions, record: IndexedFile) -> None:
+    """Write one file text's record under its content hash; a cache that cannot be written is only a slower index."""
     if cache_dir is None:
         return
-    target = _cache_file(cache_dir, payload["info"][0])
+    info = record.info
+    payload = {
+        "format": CACHE_FORMAT,
+        "sha1": info.sha1,
+        "file": [info.lines, info.parse_errors, info.decode_errors],
+        "entities": list(map(_row, record.entities)),
+    }
+    _write_json(_content_file(cache_dir, info.sha1, options), payload)
+
+
+def load_record(
+    cache_dir: Path | None, options: EntityOptions, path: str, stat: os.stat_result, sha1: str
+) -> IndexedFile | None:
+    """The record of the file text `sha1` found at `path` (with `stat`), or None when absent, unreadable or of
+    another format."""
+    if cache_dir is None:
+        return None
+    try:
+        payload = json.loads(_content_file(cache_dir, sha1, options).read_bytes())
+        if payload["format"] != CACHE_FORMAT or payload["sha1"] != sha1:
+            return None
+        lines, errors, undecodable = payload["file"]
+        info = FileInfo(path, stat.st_mtime_ns, stat.st_size, sha1, lines, errors, undecodable)
+        return IndexedFile(info, tuple(Entity(path, *row) for row in payload["entities"]))
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def load_manifest(cache_dir: Path | None, root: str) -> Stats:
+    """What the checkout at `root` held when it was last indexed (empty when unknown or unreadable)."""
+    if cache_dir is None:
+        return {}
+    try:
+        payload = json.loads(_manifest_file(cache_dir, root).read_bytes())
+        if payload["format"] != MANIFEST_FORMAT or payload["root"] != root:
+            return {}
+        files = payload["files"].items()
+        return {str(path): (int(m), int(s), h) for path, (m, s, h) in files if SHA1.fullmatch(str(h))}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def store_manifest(cache_dir: Path | None, root: str, stats: Stats) -> None:
+    """Record each file's stat and content hash for the next index of the same checkout."""
+    if cache_dir is not None:
+        payload = {"format": MANIFEST_FORMAT, "root": root, "files": stats}
+        _write_json(_manifest_file(cache_dir, root), payload)
+
+
+def _write_json(target: Path, payload: Mapping[str, Any]) -> None:
+    """Write atomically (a reader sees the old file or the new one); a failure leaves no temporary behind."""
     temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -102,16 +162,3 @@ def store_record(cache_dir: Path | None, payload: dict[str, Any]) -> None:
         os.replace(temporary, target)
     except OSError:
         temporary.unlink(missing_ok=True)
-
-
-def load_record(cache_dir: Path | None, path: str) -> tuple[str, IndexedFile] | None:
-    """The cached (root, record) of `path`, or None when absent, unreadable or of another format."""
-    if cache_dir is None:
-        return None
-    try:
-        payload = json.loads(_cache_file(cache_dir, path).read_bytes())
-        if payload["format"] != CACHE_FORMAT or payload["info"][0] != path:
-            return None
-        return str(payload["root"]), record_from_payload(payload)
-    except (OSError, ValueError, TypeError, KeyError, IndexError):
-        return None

@@ -1,8 +1,10 @@
-"""Parsing one Python source with tree-sitter: its `Entity` records (module, classes, functions, methods) in source
-order, its syntax errors, and `innermost`, the entity that holds a line."""
+"""Parsing one Python source with tree-sitter: its `Entity` records (module, classes, functions, methods and, when
+`EntityOptions` say so, module- and class-level assignments) in source order, its syntax errors, and `innermost`,
+the entity that holds a line."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -10,6 +12,8 @@ from functools import cache
 from typing import Any
 
 from tree_sitter import Language, Node, Parser, Tree
+
+from snaffle import data
 
 DEFINITION_TYPES = frozenset({"function_definition", "class_definition"})
 DECORATED = "decorated_definition"
@@ -21,6 +25,32 @@ CONTAINER_TYPES = frozenset(
 DESCEND_TYPES = CONTAINER_TYPES | DEFINITION_TYPES | {DECORATED}
 SKIPPED_IN_DOCSTRING_SEARCH = frozenset({"comment"})
 DEFINITION_KEYWORDS = (b"def", b"class")
+ASSIGNMENT_STATEMENT = "expression_statement"
+ASSIGNMENT_KINDS = frozenset({"module", "class"})
+"""Assignments are entities only where they bind a module's or a class's name, never a function's local."""
+VALUE_CUT = " ..."
+OVERLOAD_DECORATOR = re.compile(r"^@(\w+\.)*overload\b", re.MULTILINE)
+INDEX_DATA = "index.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class EntityOptions:
+    """Which statements besides classes and functions become entities (snaffle/data/index.toml [entities])."""
+
+    assignments: bool
+    fold_overloads: bool
+    value_head_chars: int
+
+    @property
+    def key(self) -> str:
+        """A short name of these options, part of every cache key that holds entities."""
+        return f"a{int(self.assignments)}o{int(self.fold_overloads)}v{self.value_head_chars}"
+
+
+@cache
+def entity_options() -> EntityOptions:
+    """The packaged options (read on first use, never at import)."""
+    return data.load_record(EntityOptions, INDEX_DATA, "entities")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +102,18 @@ def _language() -> Language:
     return Language(tree_sitter_python.language())
 
 
-def parse_source(path: str, source: bytes, previous: tuple[bytes, Tree] | None = None) -> ParsedSource:
+def parse_source(
+    path: str, source: bytes, previous: tuple[bytes, Tree] | None = None, options: EntityOptions | None = None
+) -> ParsedSource:
     """Index one source text: entities in source order (module first) and its syntax errors. `previous`,
-    an earlier version of the text and its tree, makes the parse incremental."""
+    an earlier version of the text and its tree, makes the parse incremental; `options` default to the data's."""
+    options = options or entity_options()
     tree = _reparse(source, *previous) if previous is not None else Parser(_language()).parse(source)
     root = tree.root_node
     rows = [_module_row(source, root)]
-    rows.extend(_definition_row(source, *found) for found in _walk(root, source))
+    rows.extend(_row(source, options, *found) for found in _walk(root, source, options.assignments))
+    if options.fold_overloads:
+        rows = _fold_overloads(rows)
     entities = tuple(Entity(path, *row) for row in _number_duplicates(rows))
     errors = count_parse_errors(root)
     return ParsedSource(entities, errors, _has_decode_errors(source), _line_count(source), tree)
@@ -120,11 +155,17 @@ def _point(source: bytes, offset: int) -> tuple[int, int]:
     return source.count(b"\n", 0, offset), offset - (source.rfind(b"\n", 0, offset) + 1)
 
 
-def _walk(root: Node, source: bytes) -> Iterator[tuple[Node, Node, str, str]]:
-    """(outer node incl. decorators, definition, qualname, kind) for every class and def, in source order."""
+def _walk(root: Node, source: bytes, assignments: bool) -> Iterator[tuple[Node, Node, str, str]]:
+    """(outer node incl. decorators, definition, qualname, kind) for every class and def, in source order, and
+    with `assignments` (statement, assignment, qualname, "assignment") for each module- or class-level `NAME = ...`."""
+    descend = DESCEND_TYPES | {ASSIGNMENT_STATEMENT} if assignments else DESCEND_TYPES
     stack: list[tuple[Node, str, str]] = [(root, "", "module")]
     while stack:
         node, prefix, parent_kind = stack.pop()
+        if node.type == ASSIGNMENT_STATEMENT:
+            if parent_kind in ASSIGNMENT_KINDS and (found := _assigned_name(node)) is not None:
+                yield node, found[0], prefix + found[1], "assignment"
+            continue
         definition = node.child_by_field_name("definition") if node.type == DECORATED else node
         name = definition.child_by_field_name("name") if definition is not None else None
         if definition is None or name is None or definition.type not in DEFINITION_TYPES:
@@ -136,7 +177,21 @@ def _walk(root: Node, source: bytes) -> Iterator[tuple[Node, Node, str, str]]:
             if not _may_hold_definitions(source, definition, kind):
                 continue
             children, inner_prefix, inner_kind = definition.children, qualname + ".", kind
-        stack.extend((c, inner_prefix, inner_kind) for c in reversed(children) if c.type in DESCEND_TYPES)
+        stack.extend((c, inner_prefix, inner_kind) for c in reversed(children) if c.type in descend)
+
+
+def _assigned_name(statement: Node) -> tuple[Node, str] | None:
+    """(the assignment, its one target name) for `NAME = ...`, `NAME: T = ...`, `NAME: T` or `NAME = OTHER = ...`
+    (the first name); None for any other statement (a call, a tuple or attribute target, `+=`)."""
+    if statement.named_child_count != 1:
+        return None
+    assignment = statement.named_children[0]
+    if assignment.type != "assignment":
+        return None
+    target = assignment.child_by_field_name("left")
+    if target is None or target.type != "identifier":
+        return None
+    return assignment, _text(target)
 
 
 def _may_hold_definitions(source: bytes, definition: Node, kind: str) -> bool:
@@ -152,6 +207,36 @@ def _kind(node_type: str, parent_kind: str) -> str:
     if node_type == "class_definition":
         return "class"
     return "method" if parent_kind == "class" else "function"
+
+
+def _row(source: bytes, options: EntityOptions, outer: Node, node: Node, qualname: str, kind: str) -> tuple[Any, ...]:
+    if kind == "assignment":
+        return _assignment_row(source, outer, qualname, options.value_head_chars)
+    return _definition_row(source, outer, node, qualname, kind)
+
+
+def _assignment_row(source: bytes, statement: Node, qualname: str, head_chars: int) -> tuple[Any, ...]:
+    """An assignment's row: its signature is the statement's first line, cut to `head_chars` (a 200-line table
+    shows as `NAME = {` and a mark that more follows)."""
+    text = _decode(source[statement.start_byte : statement.end_byte])
+    first, _, rest = text.partition("\n")
+    head = first.rstrip()
+    cut = len(head) > head_chars or bool(rest.strip())
+    signature = (head[:head_chars].rstrip() + VALUE_CUT) if cut else head
+    row = statement.start_point.row
+    indent = _indent(source, statement.start_byte)
+    end = _last_line(statement)
+    return (qualname, "assignment", row, end, statement.start_byte, statement.end_byte, row, indent, signature, "")
+
+
+def _fold_overloads(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Drop the `typing.overload` stubs of a function that has an implementation: they only declare it."""
+    implemented = {row[0] for row in rows if _callable(row) and not OVERLOAD_DECORATOR.search(row[8])}
+    return [row for row in rows if not (_callable(row) and row[0] in implemented and OVERLOAD_DECORATOR.search(row[8]))]
+
+
+def _callable(row: tuple[Any, ...]) -> bool:
+    return row[1] in ("function", "method")
 
 
 def _definition_row(source: bytes, outer: Node, node: Node, qualname: str, kind: str) -> tuple[Any, ...]:

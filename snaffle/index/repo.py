@@ -21,8 +21,18 @@ from typing import Any
 
 from tree_sitter import Tree
 
-from snaffle.index.cache import FileInfo, IndexedFile, load_record, record_from_payload, record_payload, store_record
-from snaffle.index.parse import Entity, ParsedSource, parse_source
+from snaffle.index.cache import (
+    FileInfo,
+    IndexedFile,
+    Stats,
+    load_manifest,
+    load_record,
+    record_from_payload,
+    record_payload,
+    store_manifest,
+    store_record,
+)
+from snaffle.index.parse import Entity, EntityOptions, ParsedSource, entity_options, parse_source
 from snaffle.index.selectors import SelectorError, path_error, pick
 from snaffle.index.skeleton import render_skeleton
 from snaffle.types import SOURCE_DIRS
@@ -75,16 +85,15 @@ def _indexed(path: str, stat: os.stat_result, source: bytes, parsed: ParsedSourc
     return IndexedFile(info, parsed.entities)
 
 
-def _index_in_worker(root: str, cache_dir: Path | None, path: str) -> dict[str, Any] | None:
+def _index_in_worker(root: str, cache_dir: Path | None, options: EntityOptions, path: str) -> dict[str, Any] | None:
     """Parse and cache one file in a worker process; the record goes back as plain data (None: unreadable)."""
     try:
         stat, source = _read(root, path)
     except OSError:
         return None
-    record = _indexed(path, stat, source, parse_source(path, source))
-    payload = record_payload(root, record.info, record.entities)
-    store_record(cache_dir, payload)
-    return payload
+    record = _indexed(path, stat, source, parse_source(path, source, options=options))
+    store_record(cache_dir, options, record)
+    return record_payload(record.info, record.entities)
 
 
 @contextmanager
@@ -131,10 +140,12 @@ def _walk_files(root: Path) -> list[str]:
 class RepoIndex:
     """The Python entities of one directory tree, indexed lazily per file and cached on disk."""
 
-    def __init__(self, root: Path, cache_dir: Path | None = None) -> None:
+    def __init__(self, root: Path, cache_dir: Path | None = None, options: EntityOptions | None = None) -> None:
         self.root = Path(root).resolve()
         self.cache_dir = cache_dir
+        self.options = options or entity_options()
         self._root_key = str(self.root)
+        self._manifest: Stats | None = None  # the stats this checkout had when last indexed, read on first use
         self._files: list[str] | None = None
         self._records: dict[str, IndexedFile] = {}
         self._trees: dict[str, tuple[bytes, Tree]] = {}  # the last parses, oldest first
@@ -208,14 +219,31 @@ class RepoIndex:
 
     # ---- building and refreshing
 
-    def build(self, workers: int = 0) -> BuildStats:
-        """Index every file, reusing valid cache records; `workers` 0 picks processes by the work left."""
-        paths = self.files()
+    def build(self, workers: int = 0, paths: Sequence[str] | None = None) -> BuildStats:
+        """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
+        records; `workers` 0 picks processes by the work left. The checkout's manifest is written after."""
+        listed = self.files()
+        paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             stale = [path for path in paths if not self._reuse_or_false(path)]
             count = _worker_count(workers, len(stale))
             parsed, count = self._parse_parallel(stale, count) if count > 1 else (self._parse_serial(stale), 1)
+        self._store_manifest()
         return BuildStats(len(paths), len(paths) - len(stale), parsed, count)
+
+    def _store_manifest(self) -> None:
+        """Write this checkout's stats when they differ from the ones read (one file for the whole checkout)."""
+        known = self._known_stats()
+        stats = {path: known[path] for path in self.files() if path in known}
+        stats |= {path: (r.info.mtime_ns, r.info.size, r.info.sha1) for path, r in self._records.items()}
+        if self.cache_dir is not None and stats != known:
+            store_manifest(self.cache_dir, self._root_key, stats)
+            self._manifest = stats
+
+    def _known_stats(self) -> Stats:
+        if self._manifest is None:
+            self._manifest = load_manifest(self.cache_dir, self._root_key)
+        return self._manifest
 
     def refresh(self, path: str) -> None:
         """Re-index one file after an edit (always re-reads it); a deleted file leaves the index."""
@@ -246,25 +274,26 @@ class RepoIndex:
         return self._records[path]
 
     def _reuse(self, path: str, trust_stat: bool = True) -> bool:
-        """Bring a still-valid record (memory, then disk) into memory: stat first, hash only on a change."""
+        """Bring a still-valid record into memory: the one in memory or, by content hash, one from the disk cache.
+        The hash comes from this checkout's manifest when the file's stat is unchanged, else from its bytes."""
         stat = os.stat(self.root / path)
         record = self._records.get(path)
-        if record is None:
-            loaded = load_record(self.cache_dir, path)
-            if loaded is None:
-                return False
-            root, record = loaded
-            if root != self._root_key:
-                trust_stat = False  # another checkout's record: same stat does not mean same content
-        if trust_stat and _same_stat(record.info, stat):
-            self._records[path] = record
+        if record is not None and trust_stat and _same_stat(record.info, stat):
             return True
-        sha1 = hashlib.sha1((self.root / path).read_bytes()).hexdigest()
-        if sha1 != record.info.sha1:
+        known = self._known_stats().get(path) if trust_stat else None
+        if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
+            sha1 = known[2]
+        else:
+            sha1 = hashlib.sha1((self.root / path).read_bytes()).hexdigest()
+        if record is not None and record.info.sha1 == sha1:
+            self._records[path] = IndexedFile(
+                replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
+            )
+            return True
+        loaded = load_record(self.cache_dir, self.options, path, stat, sha1)
+        if loaded is None:
             return False
-        info = replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size)
-        self._records[path] = IndexedFile(info, record.entities)
-        store_record(self.cache_dir, record_payload(self._root_key, info, record.entities))
+        self._records[path] = loaded
         return True
 
     def _reuse_or_false(self, path: str) -> bool:
@@ -275,13 +304,12 @@ class RepoIndex:
 
     def _parse_into_memory(self, path: str) -> None:
         stat, source = _read(self._root_key, path)
-        parsed = parse_source(path, source, self._trees.pop(path, None))
+        parsed = parse_source(path, source, self._trees.pop(path, None), self.options)
         self._trees[path] = (source, parsed.tree)
         if len(self._trees) > TREE_CACHE_FILES:
             self._trees.pop(next(iter(self._trees)))
         record = self._records[path] = _indexed(path, stat, source, parsed)
-        if self.cache_dir is not None:
-            store_record(self.cache_dir, record_payload(self._root_key, record.info, record.entities))
+        store_record(self.cache_dir, self.options, record)
 
     def _parse_serial(self, paths: Iterable[str]) -> int:
         parsed = 0
@@ -296,7 +324,7 @@ class RepoIndex:
     def _parse_parallel(self, paths: list[str], workers: int) -> tuple[int, int]:
         """Parse in worker processes: (files parsed, workers used); a pool that cannot start (a script
         without a `__main__` guard, no process support) falls back to parsing here."""
-        job = partial(_index_in_worker, self._root_key, self.cache_dir)
+        job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
         try:
             context = multiprocessing.get_context(START_METHOD)

@@ -153,21 +153,63 @@ def nearest_candidate(text: str, search: str) -> str:
 
 
 def rewrite(entity: Entity, old: str, new_source: str) -> str:
-    """The entity's new text from an answer: its def/class taken out, checked and re-indented to fit."""
+    """The entity's new text from an answer: its def/class (or, for an assignment, its `NAME = ...` statement)
+    taken out, checked and re-indented to fit."""
     name = entity.name
     code = pick_block(new_source, name)
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
         raise UnparsableAnswer(f"new_source does not parse: {exc.msg} (line {exc.lineno} of new_source)") from exc
+    if entity.kind == "assignment":
+        return _indented(_segment(code, assignment_statement(tree, entity)), entity.indent)
     node = _definition(tree, name, entity)
     segment = _segment(code, node)
     if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):
         segment = _decorators(old) + segment
     segment = keep_docstring(old, segment)
     _check_members(entity, old, segment)
-    body = textwrap.indent(segment, entity.indent, lambda line: bool(line.strip()))
+    return _indented(segment, entity.indent)
+
+
+def _indented(segment: str, indent: str) -> str:
+    body = textwrap.indent(segment, indent, lambda line: bool(line.strip()))
     return body if body.endswith("\n") else body + "\n"
+
+
+def assignment_statement(tree: ast.Module, entity: Entity) -> ast.stmt:
+    """The answer's statement that assigns the entity's name where the entity lives: at the top level (the usual
+    answer: the table alone), else in the body of a class of the entity's owner's name (the answer gave the class)."""
+    name, owner = entity.name, entity.qualname.split("@")[0].rpartition(".")[0].rpartition(".")[2]
+    scopes: list[list[ast.stmt]] = [tree.body]
+    scopes += [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and owner and n.name == owner]
+    for body in scopes:
+        found = next((node for node in _flat(body) if name in _assigned(node)), None)
+        if found is not None:
+            return found
+    raise ToolFailure(f"new_source must assign {name} (`{name} = ...`) at the top level; renaming is not allowed")
+
+
+def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements of a body, those of its if/try blocks included (never a function's)."""
+    found: list[ast.stmt] = []
+    for node in body:
+        found.append(node)
+        if isinstance(node, ast.If | ast.Try):
+            for block in (node.body, node.orelse, getattr(node, "finalbody", [])):
+                found += _flat(block)
+            for handler in getattr(node, "handlers", []):
+                found += _flat(handler.body)
+    return found
+
+
+def _assigned(node: ast.stmt) -> set[str]:
+    """The one name `NAME = ...`, `NAME: T = ...` or `NAME = OTHER = ...` binds first; empty for anything else."""
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+        return {node.targets[0].id}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
 
 
 def keep_docstring(old: str, segment: str) -> str:

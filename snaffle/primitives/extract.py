@@ -19,6 +19,8 @@ SEARCH_REPLACE_RE = re.compile(
 )
 FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 DEF_RE = r"^\s*(?:async\s+def|def|class)\s+{name}\b"
+ASSIGN_RE = r"^\s*{name}\s*(?::[^=\n]+)?=(?!=)"
+"""`NAME = ...` or `NAME: T = ...`: the statement that (re)defines an assignment entity."""
 EDIT_FORMATS = ("rewrite", "search_replace")
 EDIT_FORMAT_CHOICES = (*EDIT_FORMATS, "auto")
 """What `--edit-format` and snaffle/data/edit_formats.toml may say: `auto` picks by the entity's size."""
@@ -64,8 +66,13 @@ def pick_block(answer: str, name: str) -> str:
 
 
 def _defining(blocks: Sequence[str], name: str) -> str | None:
-    pattern = re.compile(DEF_RE.format(name=re.escape(name)), re.MULTILINE)
-    return next((b for b in blocks if pattern.search(b)), None)
+    """The first block with a def or class of `name`, else the first that assigns `name`."""
+    for form in (DEF_RE, ASSIGN_RE):
+        pattern = re.compile(form.format(name=re.escape(name)), re.MULTILINE)
+        found = next((b for b in blocks if pattern.search(b)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def isolate_definition(code: str, name: str) -> str | None:

@@ -34,7 +34,7 @@ CODE_TOO_MANY = 100
 SEARCH_TIMEOUT_S = 30
 TEXT_SUFFIXES = frozenset({".py", ".pyi", ".txt", ".rst", ".md", ".cfg", ".toml", ".ini", ".yaml", ".yml", ".json"})
 
-Kind = Literal["any", "class", "function", "method"]
+Kind = Literal["any", "class", "function", "method", "assignment"]
 
 
 @dataclass
