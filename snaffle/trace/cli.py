@@ -66,7 +66,7 @@ def register_trace(sub: Subparsers) -> None:
         "--format",
         choices=export.EXPORT_FORMATS,
         default="mini-swe-agent",
-        help="the trajectory format to write",
+        help="format",
     )
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run dirs, batch dirs or trajectory files")
     p.add_argument("out", type=Path, metavar="OUT", help="the directory to write (one folder per run)")
