@@ -110,6 +110,8 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_pipeline_args(p)
     add_cap_args(p)
     add_sandbox_arg(p)
+    python = "the interpreter that runs the repo's tests and snippets (default: the repo's .venv/venv, else snaffle's)"
+    p.add_argument("--python", metavar="PATH", help=python)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
     overwrite = "replace the previous run in --out (refused when it holds anything else)"
     p.add_argument("--overwrite", action="store_true", help=overwrite)
@@ -122,6 +124,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from snaffle.interpreter import choose
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, solve
     from snaffle.shim.pricing import load_pricing
@@ -142,6 +145,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     )
     warn(require_mode(args.sandbox))
     repo = repo_root(args.repo)
+    python = choose(repo, args.python)
+    config = replace(config, python=python)
+    print(f"snaffle: python {python.path} ({python.how})", file=sys.stderr)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing

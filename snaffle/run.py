@@ -18,6 +18,7 @@ from snaffle.cache import cache_dir
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.repo import RepoIndex
+from snaffle.interpreter import Interpreter, PythonChoice, choose, prepare
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig
 from snaffle.primitives.reader import RepoView
@@ -77,6 +78,8 @@ class SolveConfig:
     """Work in a private copy of the repo; False only for a checkout that is private already (SWE-bench's)."""
     sandbox: str = "bubblewrap"
     """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
+    python: PythonChoice | None = None
+    """The interpreter for the repository's code; None: the repo's own venv, else snaffle's (`interpreter.choose`)."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -96,9 +99,10 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
             workspace = user.clone(Path(scratch) / "work") if config.private_copy else user
             spec = arm_spec(config.arm)
-            sandbox = Sandbox.create(Path(scratch) / "sandbox", config.sandbox)
+            choice = config.python or choose(task.repo, None)
+            sandbox, interpreter = prepare(choice, Path(scratch) / "sandbox", config.sandbox)
             if spec.pipeline:
-                writer.write(header(task, config, spec))
+                writer.write(header(task, config, spec, interpreter))
                 pipeline = Pipeline(
                     task,
                     workspace,
@@ -112,7 +116,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
                 )
                 return finish(task, config, Copy(user, workspace), writer, pipeline.run())
             arm = build_arm(spec, config, workspace, sandbox, task, deadline)
-            writer.write(header(task, config, spec))
+            writer.write(header(task, config, spec, interpreter))
             outcome = run_loop(config, workspace, writer, arm, deadline)
             return finish(task, config, Copy(user, workspace), writer, outcome)
     finally:
@@ -145,7 +149,7 @@ def run_loop(
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
+def header(task: Task, config: SolveConfig, spec: ArmSpec, interpreter: Interpreter) -> Event:
     model = config.model
     fixed_context = None if spec.pipeline else spec.fixed_context(model.tool_protocol)["fixed_context_tokens"]
     settings = {
@@ -154,7 +158,9 @@ def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
         "sandbox": config.sandbox,
         **({"pipeline": asdict(config.pipeline)} if spec.pipeline else {}),
     }
-    return header_event(task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings)
+    return header_event(
+        task, config.arm, model.model, model.base_url, config.limits, fixed_context, settings, interpreter.describe()
+    )
 
 
 def finish(task: Task, config: SolveConfig, copy: Copy, writer: TrajectoryWriter, outcome: Outcome) -> Attempt:

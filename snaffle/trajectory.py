@@ -159,8 +159,10 @@ def header_event(
     limits: Limits,
     fixed_context_tokens: int | None,
     config: Mapping[str, object],
+    interpreter: Mapping[str, str] | None = None,
 ) -> Event:
-    """The first line: the format, what runs on which task and model, under which caps."""
+    """The first line: the format, what runs on which task and model, under which caps; `interpreter`: the one
+    that runs the repository's code (path, version, how it was chosen)."""
     return {
         "type": "header",
         "format": FORMAT,
@@ -177,6 +179,7 @@ def header_event(
         },
         "fixed_context_tokens": fixed_context_tokens,
         "python": platform.python_version(),
+        **({"interpreter": dict(interpreter)} if interpreter is not None else {}),
         "config": dict(config),
     }
 

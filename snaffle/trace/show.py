@@ -56,6 +56,9 @@ def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
         f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
         f"caps: {capped} · fixed context {e.get('fixed_context_tokens', '?')} tokens"
     )
+    python = e.get("interpreter") or {}
+    if python:
+        meta += f" · python {python.get('version', '?')} {python.get('path', '?')} ({python.get('chosen', '?')})"
     issue = window(str(task.get("issue") or ""), o.full, head=6, tail=0)
     return [Rule(f"{e.get('format', 'trajectory')}"), Text(meta, style="bold"), _indented(issue, "  > ")]
 
@@ -132,11 +135,24 @@ def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
             Text(f"  ⇣ compaction before turn {e.get('turn')}: {sizes}", style="yellow"),
             _indented(window(str(e.get("summary") or ""), o.full)),
         ]
+    if kind == "stage" and e.get("stage") == "regression_baseline" and "collected" in e:
+        return [_baseline(e)]
     if kind == "stage":
         rest = {k: v for k, v in fields.items() if k not in ("stage", "decision")}
         text = f"■ stage {e.get('stage')}: {e.get('decision', '')} {json.dumps(rest, default=str) if rest else ''}"
         return [Text(window(text, o.full), style="bold yellow")]
     return [Text(f"  ? {kind}: {window(json.dumps(fields, default=str), o.full)}", style="dim")]
+
+
+def _baseline(e: Event) -> Text:
+    """The baseline's decision with its counts; red when no related test could run (validation is blind)."""
+    tally = ", ".join(f"{e.get(k, 0)} {k}" for k in ("collected", "passed", "failed", "errored"))
+    decision = str(e.get("decision", ""))
+    blind = decision.startswith("no working tests")
+    return Text(
+        f"■ stage regression_baseline: {decision} ({tally}; python {e.get('python', '?')})",
+        style="bold red" if blind else "bold yellow",
+    )
 
 
 RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {
