@@ -24,6 +24,7 @@ from snaffle.model import local as local_model
 from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.shim import cli as shim_cli
 from snaffle.swebench import cli as swebench_cli
+from snaffle.swebench import env_cli
 from snaffle.trace import cli as trace_cli
 from snaffle.types import Limits, Task
 from snaffle.workspace import repo_root
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     shim_cli.register(sub)
     swebench_cli.register(sub)
+    env_cli.register(sub)
     trace_cli.register(sub)
     local_model.register(sub)
     return parser

@@ -104,6 +104,9 @@ def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-name", default="", help="model_name_or_path in predictions.jsonl")
     p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
     p.add_argument("--keep-workdirs", action="store_true")
+    envs = "solve in snaffle's own interpreter, not each instance's (repo, version) environment"
+    p.add_argument("--no-env", dest="environments", action="store_false", help=envs)
+    p.add_argument("--env-dir", type=Path, help="where environments are kept (default: the user cache)")
 
 
 def field_defaults(record: type[DataclassInstance]) -> dict[str, Any]:
@@ -175,6 +178,8 @@ def batch_config(args: argparse.Namespace) -> BatchConfig:
         model_name=args.model_name,
         work_root=args.work_dir,
         keep_workdirs=args.keep_workdirs,
+        environments=args.environments,
+        env_dir=args.env_dir,
     )
 
 
