@@ -80,7 +80,9 @@ def bind_paths(python: Path) -> tuple[Path, ...]:
         home = pyvenv_home(venv_root / "pyvenv.cfg")
         if home is not None:
             found.append(bindable(home.resolve().parent, python))
-    found.append(bindable(python.resolve().parent.parent, python))
+    prefix = python.resolve().parent.parent
+    if prefix not in found:  # a venv made with --copies runs its own binary
+        found.append(bindable(prefix, python))
     return tuple(dict.fromkeys(found))
 
 

@@ -18,7 +18,20 @@ SKIPPED = ("examples/*/repo/**/*.py",)
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("snaffle", "types", "exceptions"),
-    ("index", "sandbox", "interpreter", "workspace", "model", "trajectory", "prompts", "data", "cache", "shim", "testing", "examples"),
+    (
+        "index",
+        "sandbox",
+        "interpreter",
+        "workspace",
+        "model",
+        "trajectory",
+        "prompts",
+        "data",
+        "cache",
+        "shim",
+        "testing",
+        "examples",
+    ),
     ("tools", "gates", "primitives", "observations", "trace"),
     ("harness",),
     ("agentless", "arms"),

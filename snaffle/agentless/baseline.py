@@ -12,8 +12,12 @@ from snaffle.workspace import Workspace
 
 NO_WORKING_TESTS = "no working tests"
 WHY_TIMEOUT_S = 120.0
-ERROR_LINE = re.compile(r"^(?:E\s+)?((?:[\w.]+(?:Error|Exception)\b|No module named\b).*)$")
-"""The first line naming the error that stopped the tests (`E   ModuleNotFoundError: No module named 'x'`)."""
+ERROR_LINES = (
+    re.compile(r"^E\s+((?:[\w.]+(?:Error|Exception)\b|No module named\b).*)$"),
+    re.compile(r"^((?:[\w.]+(?:Error|Exception)\b|.*No module named\b).*)$"),
+)
+"""Lines naming the error that stopped the tests, most telling first: pytest's `E   ModuleNotFoundError: ...`,
+then any `...Error: ...` line (`ImportError while importing test module`, `No module named pytest`)."""
 
 
 def counts(outcomes: TestOutcomes) -> dict[str, int]:
@@ -53,8 +57,10 @@ def why_no_tests(workspace: Workspace, sandbox: Sandbox, files: Sequence[str]) -
 
 def first_error(output: str) -> str:
     """The first line of `output` that names an error, cut to 200 characters; '' when there is none."""
-    for line in output.splitlines():
-        match = ERROR_LINE.match(line.strip())
-        if match:
-            return match.group(1)[:200]
+    lines = [line.strip() for line in output.splitlines()]
+    for pattern in ERROR_LINES:
+        for line in lines:
+            match = pattern.match(line)
+            if match:
+                return match.group(1)[:200]
     return ""
