@@ -21,8 +21,8 @@ from pathlib import Path
 from snaffle.cache import cache_dir
 from snaffle.interpreter import OWN, PythonChoice, prepare
 from snaffle.sandbox import Sandbox
-from snaffle.swebench.envs import list_envs
 from snaffle.swebench.environments import Prepared, prepare_all
+from snaffle.swebench.envs import list_envs
 from snaffle.swebench.instances import load_instances
 from snaffle.swebench.workspaces import Sources
 
@@ -69,7 +69,8 @@ def main() -> int:
     env_dir = args.env_dir or cache_dir("swebench-envs")
     envs = prepare_all(load_instances(args.instances), env_dir, Sources(args.repos))
     sizes = {e.key: e.size_bytes for e in list_envs(env_dir)}
-    print(f"{'environment':32} {'build s':>8} {'MB':>7} {'none s/run':>10} {'env s/run':>10} {'added s':>8} {'ratio':>6}")
+    head = f"{'build s':>8} {'MB':>7} {'none s/run':>10} {'env s/run':>10} {'added s':>8} {'ratio':>6}"
+    print(f"{'environment':32} {head}")
     for key, prepared in envs.items():
         if prepared.reason:
             print(f"{key:32} unavailable: {prepared.reason[:80]}")

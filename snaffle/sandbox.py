@@ -135,7 +135,10 @@ class Sandbox:
         home = scratch / "home"
         home.mkdir(exist_ok=True)
         readable = tuple(dict.fromkeys([*interpreter_paths(), *python_paths]))
-        return cls(scratch, sandbox_env(env_dir, home, os.environ), mode, readable, python)
+        env = sandbox_env(env_dir, home, os.environ)
+        if python:  # a shell's `python`, `pytest` are the chosen ones (their venv is read-only: pip cannot change it)
+            env["PATH"] = f"{Path(python).parent}{os.pathsep}{env['PATH']}"
+        return cls(scratch, env, mode, readable, python)
 
     def env_for(self, root: Path, *first: str) -> dict[str, str]:
         """The environment for running a repository's code: its import roots (and `first`) on PYTHONPATH."""

@@ -174,3 +174,18 @@ def test_a_planted_python_is_only_run_inside_the_sandbox(tmp_path: Path, monkeyp
     _, interpreter = prepare(choice, tmp_path / "sandbox", "bubblewrap")
     assert interpreter.version == "3.99.0"  # it ran, inside: the host path it touched is not the host's
     assert not marker.exists()
+
+
+def test_a_shell_in_the_sandbox_runs_the_chosen_python_and_cannot_change_its_venv(
+    tmp_path: Path, venv_python: Path
+) -> None:
+    sandbox, interpreter = prepare(choose(tmp_path, str(venv_python)), tmp_path / "sandbox", "bubblewrap")
+    assert interpreter.how == "--python"
+    done = sandbox.run(
+        "python -c 'import localdep, sys; print(sys.prefix)'", sandbox.scratch, 30, writable=sandbox.scratch
+    )
+    assert done.returncode == 0 and done.output.strip() == str(venv_python.parent.parent)
+    site = venv_python.parent.parent / "lib" / PY / "site-packages"
+    write = f"open({str(site / 'planted.pth')!r}, 'w').write('x')"
+    assert sandbox.run(["python", "-c", write], sandbox.scratch, 30, writable=sandbox.scratch).returncode != 0
+    assert not (site / "planted.pth").exists()
