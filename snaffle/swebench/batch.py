@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -132,10 +133,16 @@ def prepare_envs(config: BatchConfig, todo: Sequence[Instance]) -> dict[str, Pre
     """Every environment the instances to run need, built or reused once each (`environments.json` says how)."""
     if not config.environments or not todo:
         return {}
-    envs = prepare_all(todo, config.env_dir or cache_dir("swebench-envs"), config.sources)
+    envs = prepare_all(todo, config.env_dir or cache_dir("swebench-envs"), config.sources, say_env)
     body = {key: prepared.describe() for key, prepared in envs.items()}
     (config.out / ENVIRONMENTS_FILE).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     return envs
+
+
+def say_env(prepared: Prepared) -> None:
+    """One stderr line per environment as it becomes ready (a build can take minutes)."""
+    state = f"unavailable: {prepared.reason}" if prepared.reason else f"ready: {prepared.python.path}"
+    print(f"[swebench] environment {prepared.key} {state} ({prepared.seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 def job_for(config: BatchConfig, instance: Instance, shim: Any, run_name: str, env: Prepared | None = None) -> Job:
