@@ -149,10 +149,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     repo = repo_root(args.repo)
     python = choose(repo, args.python)
     config = replace(config, python=python)
-    print(f"snaffle: python {python.path} ({python.how})", file=sys.stderr)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
+    print(f"snaffle: python {python.path} ({python.how})", file=sys.stderr)
     with metered(config, task, args) as metered_config:
         attempt = solve(task, metered_config)
     result = json.loads((args.out / "result.json").read_text())
