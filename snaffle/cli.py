@@ -147,6 +147,12 @@ def _swebench(sub: Subparsers) -> None:
     swebench_cli.register(sub)
 
 
+def _env(sub: Subparsers) -> None:
+    from snaffle.swebench import env_cli
+
+    env_cli.register(sub)
+
+
 def _trace(sub: Subparsers) -> None:
     from snaffle.trace import cli as trace_cli
 
@@ -200,6 +206,8 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_pipeline_args(p)
     add_cap_args(p)
     add_sandbox_arg(p)
+    python = "the interpreter that runs the repo's tests and snippets (default: the repo's .venv/venv, else snaffle's)"
+    p.add_argument("--python", metavar="PATH", help=python)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
     overwrite = "replace the previous run in --out (refused when it holds anything else)"
     p.add_argument("--overwrite", action="store_true", help=overwrite)
@@ -218,6 +226,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from snaffle import settings
     from snaffle.agentless.options import pipeline_config
     from snaffle.console import Progress, choose_mode
+    from snaffle.interpreter import choose
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, collect_failing_test, solve
     from snaffle.sandbox import require_mode
@@ -246,10 +255,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     )
     warn(require_mode(args.sandbox))
     repo = repo_root(args.repo)
+    python = choose(repo, args.python)
+    config = replace(config, python=python)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
     collect_failing_test(task, args.sandbox)  # pytest collects it in the sandbox, before any model call
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
+    if not args.quiet:
+        print(f"snaffle: python {python.path} ({python.how})", file=sys.stderr)
     with metered(config, task, args, pricing) as metered_config, progress.live():
         attempt = solve(task, metered_config)
     result = json.loads((args.out / "result.json").read_text())
@@ -490,6 +503,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Subparsers], None]]] = {
     "demo": ("fix a bundled example bug end to end", _demo),
     "shim": ("the metering proxy between harnesses and the model endpoint", _shim),
     "swebench": ("run and grade SWE-bench batches", _swebench),
+    "env": ("build and list environments per (repo, version)", _env),
     "trace": ("read trajectories back: show, stats, labels, html, export", _trace),
     "ab": ("two runs side by side, head-to-head, CI on the resolve-rate difference", _ab),
     "model": ("the embedded local model (needs snaffle[local])", _model),

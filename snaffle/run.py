@@ -19,6 +19,7 @@ from snaffle.cache import cache_dir
 from snaffle.exceptions import StateError, UserError
 from snaffle.harness import Loop, LoopConfig, Outcome, Pricer
 from snaffle.index.repo import RepoIndex
+from snaffle.interpreter import Interpreter, PythonChoice, choose, prepare
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig
 from snaffle.primitives.reader import RepoView
@@ -83,6 +84,8 @@ class SolveConfig:
     """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
     settings: Mapping[str, object] = field(default_factory=dict)
     """The command line's resolved settings and where each came from (`{key: {value, from}}`), for the header."""
+    python: PythonChoice | None = None
+    """The interpreter for the repository's code; None: the repo's own venv, else snaffle's (`interpreter.choose`)."""
 
 
 def zero_pricer(model: str, usage: Usage) -> float:
@@ -102,9 +105,10 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
         with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
             workspace = user.clone(Path(scratch) / "work") if config.private_copy else user
             spec = arm_spec(config.arm)
-            sandbox = Sandbox.create(Path(scratch) / "sandbox", config.sandbox)
+            choice = config.python or choose(task.repo, None)
+            sandbox, interpreter = prepare(choice, Path(scratch) / "sandbox", config.sandbox)
             if spec.pipeline:
-                writer.write(header(task, config, spec))
+                writer.write(header(task, config, spec, interpreter))
                 pipeline = Pipeline(
                     task,
                     workspace,
@@ -118,7 +122,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
                 )
                 return finish(task, config, Copy(user, workspace), writer, pipeline.run())
             arm = build_arm(spec, config, workspace, sandbox, task, deadline)
-            writer.write(header(task, config, spec))
+            writer.write(header(task, config, spec, interpreter))
             outcome = run_loop(config, workspace, writer, arm, deadline)
             return finish(task, config, Copy(user, workspace), writer, outcome)
     finally:
@@ -151,7 +155,7 @@ def run_loop(
     return loop.run(arm.messages)
 
 
-def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
+def header(task: Task, config: SolveConfig, spec: ArmSpec, interpreter: Interpreter) -> Event:
     model = config.model
     if spec.pipeline:
         pipeline = config.pipeline.ablated(config.mechanisms)
@@ -175,6 +179,7 @@ def header(task: Task, config: SolveConfig, spec: ArmSpec) -> Event:
         settings,
         config.settings,
         fixed_context=parts_or_none,
+        interpreter=interpreter.describe(),
     )
 
 

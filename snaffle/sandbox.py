@@ -108,15 +108,21 @@ class Sandbox:
     env: dict[str, str]
     mode: str = "bubblewrap"
     readable: tuple[Path, ...] = field(default=())
+    interpreter: str = ""
+    """The interpreter chosen for the repository's code ('' : snaffle's own); its prefixes are in `readable`."""
 
     @property
     def python(self) -> str:
-        """The interpreter that runs the repository's code: tests, snippets, SBFL (today snaffle's own)."""
-        return sys.executable
+        """The interpreter that runs the repository's code: tests, snippets, SBFL (snaffle's own unless chosen)."""
+        return self.interpreter or sys.executable
 
     @classmethod
-    def create(cls, scratch: Path, mode: str = "bubblewrap") -> Sandbox:
-        """A scratch venv and HOME, an allowlisted environment; refuses `bubblewrap` mode where it cannot start."""
+    def create(
+        cls, scratch: Path, mode: str = "bubblewrap", python: str = "", python_paths: tuple[Path, ...] = ()
+    ) -> Sandbox:
+        """A scratch venv and HOME, an allowlisted environment; refuses `bubblewrap` mode where it cannot start.
+        `python` (with `python_paths`, its prefixes, shown read-only) runs the repository's code instead of
+        snaffle's own interpreter (see `snaffle.interpreter`, which checks those paths)."""
         require_mode(mode)
         scratch.mkdir(parents=True, exist_ok=True)
         scratch = scratch.resolve()
@@ -128,7 +134,11 @@ class Sandbox:
             (env_dir / "bin" / "pip").chmod(0o755)
         home = scratch / "home"
         home.mkdir(exist_ok=True)
-        return cls(scratch, sandbox_env(env_dir, home, os.environ), mode, interpreter_paths())
+        readable = tuple(dict.fromkeys([*interpreter_paths(), *python_paths]))
+        env = sandbox_env(env_dir, home, os.environ)
+        if python:  # a shell's `python`, `pytest` are the chosen ones (their venv is read-only: pip cannot change it)
+            env["PATH"] = f"{Path(python).parent}{os.pathsep}{env['PATH']}"
+        return cls(scratch, env, mode, readable, python)
 
     def env_for(self, root: Path, *first: str) -> dict[str, str]:
         """The environment for running a repository's code: its import roots (and `first`) on PYTHONPATH."""

@@ -177,10 +177,12 @@ def header_event(
     config: Mapping[str, object],
     settings: Mapping[str, object] | None = None,
     fixed_context: Mapping[str, int] | None = None,
+    interpreter: Mapping[str, str] | None = None,
 ) -> Event:
     """The first line: the format, what runs on which task and model, under which caps (and, from the command line,
     the resolved settings with where each came from); `fixed_context` breaks the fixed context down by kind of call
-    when the calls differ (agentless: `reproduce`, `repair`)."""
+    when the calls differ (agentless: `reproduce`, `repair`); `interpreter`: the one that runs the repository's code
+    (path, version, how it was chosen)."""
     parts = {} if fixed_context is None else {"fixed_context": dict(fixed_context)}
     return {
         "type": "header",
@@ -199,6 +201,7 @@ def header_event(
         "fixed_context_tokens": fixed_context_tokens,
         **parts,
         "python": platform.python_version(),
+        **({"interpreter": dict(interpreter)} if interpreter is not None else {}),
         "config": dict(config),
         **({"settings": dict(settings)} if settings else {}),
     }

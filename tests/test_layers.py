@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "index",
         "sandbox",
+        "interpreter",
         "workspace",
         "model",
         "trajectory",

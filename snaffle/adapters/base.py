@@ -14,6 +14,7 @@ from snaffle.workspace import classify_patch
 
 if TYPE_CHECKING:
     from snaffle.agentless.config import PipelineConfig
+    from snaffle.interpreter import PythonChoice
     from snaffle.model.client import ModelConfig
 
 
@@ -31,6 +32,8 @@ class AdapterSpec:
     """The agentless arm's knobs (None: the defaults)."""
     sandbox: str = "bubblewrap"
     """How snaffle's arms confine model-caused commands (`snaffle.sandbox.MODES`)."""
+    python: PythonChoice | None = None
+    """The interpreter for the repository's code (a SWE-bench instance's environment); None: `interpreter.choose`."""
 
     def api_key(self) -> str:
         """The key from the named environment variable; local servers and the shim need none."""

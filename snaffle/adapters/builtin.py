@@ -21,7 +21,14 @@ class ArmAdapter:
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
         model = self.spec.model_config(base_url)  # the batch's checkout is private already: no copy of it
         config = SolveConfig(
-            self.spec.name, model, limits, self.out, self.pricer, private_copy=False, sandbox=self.spec.sandbox
+            self.spec.name,
+            model,
+            limits,
+            self.out,
+            self.pricer,
+            private_copy=False,
+            sandbox=self.spec.sandbox,
+            python=self.spec.python,
         )
         if self.spec.pipeline is not None:
             config = dataclasses.replace(config, pipeline=self.spec.pipeline)

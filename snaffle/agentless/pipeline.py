@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
+from snaffle.agentless import baseline
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
@@ -127,8 +128,8 @@ class Pipeline:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         self.related = related_tests(index, [p for p, _ in located.files[:5]])
         self.before = self.run_tests(self.workspace, self.related)
-        summary = f"{len(self.before.passed)} passing tests in {len(self.related)} related files"
-        self.stage("regression_baseline", summary, files=self.related)
+        decision, fields = baseline.verdict(self.before, self.related, self.workspace, self.sandbox)
+        self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
 

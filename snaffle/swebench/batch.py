@@ -3,8 +3,10 @@ and write predictions, exit statuses and each instance's run directory as result
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,7 +17,9 @@ from typing import Any
 import httpx
 
 from snaffle.adapters import AdapterSpec
+from snaffle.cache import cache_dir
 from snaffle.swebench import outputs
+from snaffle.swebench.environments import Prepared, env_key, prepare_all
 from snaffle.swebench.instances import Instance
 from snaffle.swebench.jobs import InstanceRecord, Job
 from snaffle.swebench.pools import make_pool
@@ -25,6 +29,7 @@ from snaffle.trajectory import secret_values
 from snaffle.types import Limits, Usage
 
 LEDGER_FILE = "ledger.sqlite"
+ENVIRONMENTS_FILE = "environments.json"
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ class BatchConfig:
     model_name: str = ""
     work_root: Path | None = None
     keep_workdirs: bool = False
+    environments: bool = True
+    """Solve each instance in its (repo, version) environment (the grader's); False: snaffle's own interpreter."""
+    env_dir: Path | None = None
+    """Where the environments are kept; None: the user cache's `swebench-envs`."""
 
     @property
     def prediction_model(self) -> str:
@@ -81,12 +90,13 @@ def run_batch(config: BatchConfig, view: ProgressView | None = None) -> BatchSum
     todo, done = plan(config)
     prepare_outputs(config, todo, done)
     run_name = config.run_name or time.strftime("%Y%m%d-%H%M%S")
+    envs = prepare_envs(config, todo)
     view = view or make_view(len(todo))
-    driver = Driver(config, run_name, view, BatchState(total=len(todo)))
+    driver = Driver(config, run_name, view, BatchState(total=len(todo)), envs)
     try:
         with shim_for(config) as shim:
             driver.shim = shim
-            jobs = [job_for(config, instance, shim, run_name) for instance in todo]
+            jobs = [job_for(config, instance, shim, run_name, envs.get(env_key(instance))) for instance in todo]
             make_pool(config.executor, config.workers, config.ray_address).run(jobs, driver.done, driver.tick)
     finally:
         view.close()
@@ -119,11 +129,27 @@ def prepare_outputs(config: BatchConfig, todo: Sequence[Instance], done: Sequenc
     outputs.write_predictions(path, rows.values(), config.secrets)
 
 
-def job_for(config: BatchConfig, instance: Instance, shim: Any, run_name: str) -> Job:
+def prepare_envs(config: BatchConfig, todo: Sequence[Instance]) -> dict[str, Prepared]:
+    """Every environment the instances to run need, built or reused once each (`environments.json` says how)."""
+    if not config.environments or not todo:
+        return {}
+    envs = prepare_all(todo, config.env_dir or cache_dir("swebench-envs"), config.sources, say_env)
+    body = {key: prepared.describe() for key, prepared in envs.items()}
+    (config.out / ENVIRONMENTS_FILE).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    return envs
+
+
+def say_env(prepared: Prepared) -> None:
+    """One stderr line per environment as it becomes ready (a build can take minutes)."""
+    state = f"unavailable: {prepared.reason}" if prepared.reason else f"ready: {prepared.python.path}"
+    print(f"[swebench] environment {prepared.key} {state} ({prepared.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+
+def job_for(config: BatchConfig, instance: Instance, shim: Any, run_name: str, env: Prepared | None = None) -> Job:
     base_url = shim.base_url_for(run_name, instance.instance_id) if shim is not None else config.base_url
     return Job(
         instance,
-        config.adapter,
+        replace(config.adapter, python=env.python) if env is not None else config.adapter,
         base_url,
         config.limits,
         config.sources,
@@ -163,8 +189,16 @@ def shim_for(config: BatchConfig) -> Iterator[Any]:
 class Driver:
     """The driver's side of the batch: writes each record's outputs as it lands and keeps the view current."""
 
-    def __init__(self, config: BatchConfig, run_name: str, view: ProgressView, state: BatchState) -> None:
+    def __init__(
+        self,
+        config: BatchConfig,
+        run_name: str,
+        view: ProgressView,
+        state: BatchState,
+        envs: dict[str, Prepared] | None = None,
+    ) -> None:
         self.config, self.run_name, self.view, self.state = config, run_name, view, state
+        self.envs = envs or {}
         self.shim: Any = None
 
     def done(self, job: Job, record: InstanceRecord) -> None:
@@ -173,6 +207,8 @@ class Driver:
         extra: dict[str, Any] = {"batch_run": self.run_name, "elapsed_s": round(record.elapsed_s, 3)}
         if record.checkout is not None:
             extra["checkout"] = record.checkout
+        if env_key(job.instance) in self.envs:
+            extra["environment"] = self.envs[env_key(job.instance)].describe()
         if self.shim is not None:
             extra["shim"] = self.shim_totals(job.instance.instance_id)
             extra["usage_disagreement"] = disagrees(outputs.read_result(job.out), extra["shim"])

@@ -124,6 +124,9 @@ def add_caps_and_shim(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--work-dir", type=Path, help="where checkouts go (default: the system temp dir)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each instance's checkout after its run")
+    envs = "solve in snaffle's own interpreter, not each instance's (repo, version) environment"
+    p.add_argument("--no-env", dest="environments", action="store_false", help=envs)
+    p.add_argument("--env-dir", type=Path, help="where environments are kept (the user cache when not given)")
 
 
 def field_defaults(record: type[DataclassInstance]) -> dict[str, Any]:
@@ -214,6 +217,8 @@ def batch_config(args: argparse.Namespace) -> BatchConfig:
         model_name=args.model_name,
         work_root=args.work_dir,
         keep_workdirs=args.keep_workdirs,
+        environments=args.environments,
+        env_dir=args.env_dir,
     )
 
 

@@ -17,9 +17,9 @@ from typing import Any
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 from snaffle.swebench import outputs
-from snaffle.swebench.envs import PythonEnv, ensure_env, read_marker
+from snaffle.swebench.envs import PythonEnv, install, prepared_env, read_marker
 from snaffle.swebench.instances import Instance
-from snaffle.swebench.local_eval import Evaluation, evaluate, install, isolation_prefix
+from snaffle.swebench.local_eval import Evaluation, evaluate, isolation_prefix
 from snaffle.swebench.specs import EnvSpec, EnvUnavailable, env_spec
 from snaffle.swebench.workspaces import (
     Sources,
@@ -103,7 +103,7 @@ def grade_one(config: GradeConfig, instance: Instance, patch: str, prefix: list[
     try:
         spec = env_spec(instance.repo, instance.version)
         check_source(instance.repo, config.sources)
-        env = ensure_env(spec, instance, env_root(config), config.sources, log)
+        env = prepared_env(spec, instance, env_root(config), config.sources, log)
         if config.calibrate and instance.patch:
             gold_report = calibrate(config, instance, spec, env, prefix, run_dir)
             if patch == instance.patch:

@@ -15,9 +15,9 @@ from typing import Any
 
 from snaffle.exceptions import UserError
 from snaffle.swebench import specs
-from snaffle.swebench.envs import PythonEnv
+from snaffle.swebench.envs import PythonEnv, install
 from snaffle.swebench.instances import Instance
-from snaffle.swebench.specs import EnvSpec, EnvUnavailable
+from snaffle.swebench.specs import EnvSpec
 
 APPLY_COMMANDS = (
     ("git", "apply", "--verbose"),
@@ -25,8 +25,6 @@ APPLY_COMMANDS = (
     ("patch", "--batch", "--fuzz=5", "-p1", "-i"),
 )
 """SWE-bench's order of attempts at applying a model patch."""
-SKIPPED_PRE_INSTALL = re.compile(r"^\s*(sudo\s+)?(apt(-get)?|yum|dnf|apk)\b")
-"""System package installs in a spec's pre_install: skipped here (and logged)."""
 STEP_TIMEOUT_S = 1800
 NETWORK_SINK = (
     "ip link set lo up 2>/dev/null; ip tuntap add mode tun dev snaffle0 2>/dev/null && "
@@ -79,17 +77,6 @@ def apply_patch(repo: Path, patch: Path, log: Path) -> bool:
             return True
         run_logged(["git", "checkout", "--", "."], repo, log)
     return False
-
-
-def install(repo: Path, spec: EnvSpec, env: PythonEnv, log: Path, required: bool) -> None:
-    """The spec's pre_install (system package managers skipped) and install commands in the checkout."""
-    commands = [c for c in spec.pre_install if not SKIPPED_PRE_INSTALL.match(c)]
-    skipped = [c for c in spec.pre_install if SKIPPED_PRE_INSTALL.match(c)]
-    with log.open("a", encoding="utf-8") as handle:
-        handle.writelines(f"skipped (system packages): {c}\n" for c in skipped)
-    for command in [*commands, spec.install]:
-        if command and not run_logged(["bash", "-c", command], repo, log, env.environ()) and required:
-            raise EnvUnavailable(f"`{command}` failed at the base commit (see {log})")
 
 
 def reset_test_files(repo: Path, instance: Instance, log: Path) -> None:

@@ -67,6 +67,9 @@ def _header(e: Event, o: ShowOptions) -> list[RenderableType]:
         f"instance {task.get('instance_id', '?')} · arm {e.get('arm', '?')} · model {e.get('model', '?')} · "
         f"caps: {capped} · {fixed_context_text(e)}"
     )
+    python = e.get("interpreter") or {}
+    if python:
+        meta += f" · python {python.get('version', '?')} {python.get('path', '?')} ({python.get('chosen', '?')})"
     issue = str(task.get("issue") or "").strip()  # the one place the issue is printed: every prompt repeats it
     return [Rule(f"{e.get('format', 'trajectory')}"), Text(meta, style="bold"), _indented(issue, "  > ")]
 
@@ -152,6 +155,8 @@ def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
             Text(f"  ⇣ compaction before turn {e.get('turn')}: {sizes}", style="yellow"),
             _indented(window(str(e.get("summary") or ""), o.full)),
         ]
+    if kind == "stage" and e.get("stage") == "regression_baseline" and "collected" in e:
+        return [_baseline(e)]
     if kind == "stage":
         return [Text(window(stage_text(e), o.full), style="bold yellow")]
     return [Text(f"  ? {kind}: {window(json.dumps(fields, default=str), o.full)}", style="dim")]
@@ -174,6 +179,17 @@ def _value(value: object) -> str:
     if isinstance(value, str) and "\n" in value:
         return "\n" + value
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _baseline(e: Event) -> Text:
+    """The baseline's decision with its counts; red when no related test could run (validation is blind)."""
+    tally = ", ".join(f"{e.get(k, 0)} {k}" for k in ("collected", "passed", "failed", "errored"))
+    decision = str(e.get("decision", ""))
+    blind = decision.startswith("no working tests")
+    return Text(
+        f"■ stage regression_baseline: {decision} ({tally}; python {e.get('python', '?')})",
+        style="bold red" if blind else "bold yellow",
+    )
 
 
 RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {
