@@ -15,6 +15,8 @@ from snaffle.types import Mechanisms
 DATA_FILE = "agentless.toml"
 FROM_DATA = ("samples", "temperature", "top_k", "concurrency", "repair_turns", "reproduce", "stop_after_green")
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
+SWITCHES = ("issue_facts", "execution_localize", "failing_existing", "snippet_evidence", "snippet_test")
+"""The mechanisms the data file's [mechanisms] table switches on or off: each a required key there."""
 
 
 def pipeline_table(tables: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -28,6 +30,14 @@ def pipeline_table(tables: Mapping[str, Any]) -> Mapping[str, Any]:
 def pipeline_defaults() -> Mapping[str, Any]:
     """The packaged defaults (read on first use, never at import)."""
     return pipeline_table(data.load(DATA_FILE))
+
+
+@cache
+def switch_defaults() -> Mapping[str, bool]:
+    """The packaged [mechanisms] switches (read on first use, never at import)."""
+    where = f"snaffle/data/{DATA_FILE}"
+    table = data.required(data.table(data.load(DATA_FILE), "mechanisms", where), SWITCHES, f"{where} [mechanisms]")
+    return MappingProxyType({key: bool(value) for key, value in table.items()})
 
 
 def _from_data(key: str) -> Any:
@@ -52,6 +62,12 @@ class PipelineConfig:
     reproduce: bool = _from_data("reproduce")
     stop_after_green: bool = _from_data("stop_after_green")
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
+    switches: Mapping[str, bool] = field(default_factory=switch_defaults)
+    """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
+
+    def uses(self, name: str) -> bool:
+        """Whether mechanism `name` of `SWITCHES` runs: switched on in the data, and not ablated."""
+        return bool(self.switches[name]) and bool(getattr(self.mechanisms, name))
 
     def for_model(self, model: str) -> PipelineConfig:
         """This configuration with the model's measured defaults filled in where none was given."""
