@@ -134,6 +134,7 @@ class Mechanisms:
     failing_existing: bool = True
     snippet_evidence: bool = True
     snippet_test: bool = True
+    reproduce_facts: bool = True
     """The execution-grounded ones above are on when data/agentless.toml [mechanisms] says so, unless ablated."""
 
     def without(self, name: str) -> Mechanisms:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from types import MappingProxyType
 from typing import Any
@@ -15,8 +15,6 @@ from snaffle.types import Mechanisms
 DATA_FILE = "agentless.toml"
 FROM_DATA = ("samples", "temperature", "top_k", "concurrency", "repair_turns", "reproduce", "stop_after_green")
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
-SWITCHES = ("issue_facts", "execution_localize", "failing_existing", "snippet_evidence", "snippet_test")
-"""The mechanisms the data file's [mechanisms] table switches on or off: each a required key there."""
 
 
 def pipeline_table(tables: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -32,12 +30,25 @@ def pipeline_defaults() -> Mapping[str, Any]:
     return pipeline_table(data.load(DATA_FILE))
 
 
+@dataclass(frozen=True)
+class Switches:
+    """Which execution-grounded mechanisms run: snaffle/data/agentless.toml [mechanisms], every key required."""
+
+    issue_facts: bool
+    execution_localize: bool
+    failing_existing: bool
+    snippet_evidence: bool
+    snippet_test: bool
+    reproduce_facts: bool
+
+
+SWITCHES = tuple(f.name for f in fields(Switches))
+
+
 @cache
-def switch_defaults() -> Mapping[str, bool]:
+def switch_defaults() -> Switches:
     """The packaged [mechanisms] switches (read on first use, never at import)."""
-    where = f"snaffle/data/{DATA_FILE}"
-    table = data.required(data.table(data.load(DATA_FILE), "mechanisms", where), SWITCHES, f"{where} [mechanisms]")
-    return MappingProxyType({key: bool(value) for key, value in table.items()})
+    return data.load_record(Switches, DATA_FILE, "mechanisms")
 
 
 def _from_data(key: str) -> Any:
@@ -62,12 +73,12 @@ class PipelineConfig:
     reproduce: bool = _from_data("reproduce")
     stop_after_green: bool = _from_data("stop_after_green")
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
-    switches: Mapping[str, bool] = field(default_factory=switch_defaults)
+    switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
 
     def uses(self, name: str) -> bool:
         """Whether mechanism `name` of `SWITCHES` runs: switched on in the data, and not ablated."""
-        return bool(self.switches[name]) and bool(getattr(self.mechanisms, name))
+        return name in SWITCHES and bool(getattr(self.switches, name)) and bool(getattr(self.mechanisms, name))
 
     def for_model(self, model: str) -> PipelineConfig:
         """This configuration with the model's measured defaults filled in where none was given."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from snaffle import data
 from snaffle.agentless.evidence import Verdict
 from snaffle.agentless.snippets import Extracted, Snippet, extract
+from snaffle.agentless.validate import TestOutcomes
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
@@ -256,7 +257,9 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):
         seen = run_snippet(snippet, root, sandbox, limits)
-        runs.append(SnippetRun(number, snippet, seen, reproduces(snippet, seen, issue), shown_reproduced(snippet, seen)))
+        runs.append(
+            SnippetRun(number, snippet, seen, reproduces(snippet, seen, issue), shown_reproduced(snippet, seen))
+        )
     return ExecutionFacts(tuple(runs), extracted.ambiguous, time.monotonic() - started)
 
 
@@ -285,10 +288,15 @@ def judged(name: str, run: SnippetRun, after: Observation) -> Verdict:
     wrong = [e for e, m in zip(run.snippet.expectations, after.met, strict=False) if m is False]
     if wrong:
         got = after.values[wrong[0].statement] if wrong[0].statement < len(after.values) else None
-        return Verdict(name, False, f"{name}: `{statement_of(run, wrong[0].statement)}` gives {got}, expected {wrong[0].expected}")
+        return Verdict(
+            name, False, f"{name}: `{statement_of(run, wrong[0].statement)}` gives {got}, expected {wrong[0].expected}"
+        )
     if after.raised is None:
         return Verdict(name, True)
-    same = before.raised is not None and (before.raised.type, before.raised.message) == (after.raised.type, after.raised.message)
+    same = before.raised is not None and (before.raised.type, before.raised.message) == (
+        after.raised.type,
+        after.raised.message,
+    )
     if same or (before.raised is not None and before.raised.type == after.raised.type):
         return Verdict(name, False, f"{name} still raises {cut_line(after.raised.line)}{where(after.raised)}")
     return Verdict(name, None, f"{name} now raises {cut_line(after.raised.line)}{where(after.raised)}")
@@ -400,7 +408,8 @@ def snippet_test(facts: ExecutionFacts) -> str | None:
     for run in facts.reproducing:
         body = _test_body(run.snippet)
         if body is not None:
-            return f'"""Made by snaffle from the issue\'s snippet {run.number}."""\n\n\ndef test_issue_snippet():\n{body}\n'
+            head = f'"""Made by snaffle from the issue\'s snippet {run.number}."""\n'
+            return f"{head}\n\ndef test_issue_snippet():\n{body}\n"
     return None
 
 
@@ -419,3 +428,39 @@ def _test_body(snippet: Snippet) -> str | None:
 
 def judge_all(evidence: Sequence[SnippetEvidence], clone: Workspace, sandbox: Sandbox) -> list[Verdict]:
     return [e.judge(clone, sandbox) for e in evidence]
+
+
+MAX_EXISTING_FAILURES = 5
+"""More related tests failing before any edit than this is an environment's trouble, not the issue's bug."""
+MAX_FAILING_SHARE = 0.5
+"""Nor is a related-test baseline where more than this share of the tests fail."""
+
+
+def existing_failures(before: TestOutcomes, index: RepoIndex) -> tuple[str, ...]:
+    """Related tests that failed an assertion on the original (errors, collection errors and import failures are
+    not evidence), as pytest node ids; none when so many fail that the environment is the likelier cause."""
+    failed = sorted(before.failed - before.errored)
+    ran = len(before.passed) + len(before.failed)
+    if not failed or len(failed) > MAX_EXISTING_FAILURES or len(failed) > MAX_FAILING_SHARE * ran:
+        return ()
+    files = set(index.files())
+    return tuple(node for name in failed if (node := node_id(name, files)) is not None)
+
+
+def node_id(junit_name: str, files: set[str]) -> str | None:
+    """`tests.test_calc.TestAdd::test_one` (junit's classname::name) -> tests/test_calc.py::TestAdd::test_one."""
+    classname, _, name = junit_name.partition("::")
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        path = "/".join(parts[:end]) + ".py"
+        if path in files:
+            return "::".join([path, *parts[end:], name])
+    return None
+
+
+def combined(reproduces: bool | None, verdicts: Sequence[Verdict]) -> bool | None:
+    """The reproduction test's result and the snippets' verdicts as one: any failure fails, else any pass passes."""
+    results = [r for r in (reproduces, *(v.passed for v in verdicts)) if r is not None]
+    if not results:
+        return None
+    return all(results)

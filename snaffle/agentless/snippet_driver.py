@@ -75,7 +75,7 @@ def safe_repr(value: Any) -> str:
     try:
         return repr(value)[:LIMIT]
     except Exception as exc:
-        return "<repr failed: %s>" % type(exc).__name__
+        return f"<repr failed: {type(exc).__name__}>"
 
 
 def safe_str(exc: BaseException) -> str:
