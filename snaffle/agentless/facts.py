@@ -366,7 +366,7 @@ def facts_fields(facts: ExecutionFacts) -> dict[str, object]:
                 "snippet": run.number,
                 "kind": run.snippet.kind,
                 "lines": len(run.snippet.statements),
-                "code": cut_line(run.snippet.code, 200),
+                "code": cut_line(run.snippet.code.replace("\n", "; "), 200),
                 "did": seen.summary(),
                 "repo_frames": [f"{p}:{n} in {f}" for p, n, f in seen.raised.repo_frames] if seen.raised else [],
                 "values": [v for v in seen.values if v is not None][:5],
