@@ -24,7 +24,7 @@ EXPLICIT_RE = re.compile(
 )
 """`f(1)` should return `2`; I expected `f(1)` to be `2`: the expression is named, so the mapping is sure."""
 IMPLICIT_RE = re.compile(
-    rf"(?:I\s+expected|expected(?:\s+(?:output|result|value))?\s*:|should\s+{EXPECT_VERBS}|instead\s+of)"
+    rf"(?:expected(?:\s+(?:output|result|value))?\s*:?|should\s+{EXPECT_VERBS}|instead\s+of)"
     r"\s*`(?P<value>[^`\n]+)`",
     re.IGNORECASE,
 )
@@ -113,7 +113,7 @@ def _session(lines: list[str], i: int) -> tuple[tuple[Statement, ...], int]:
             source.append(more["code"])
             i += 1
         shown: list[str] = []
-        while i < len(lines) and lines[i].strip() and PROMPT_RE.match(lines[i]) is None:
+        while i < len(lines) and lines[i].strip() and not _ends_output(lines[i]):
             shown.append(lines[i][indent:] if lines[i][:indent].strip(" \t>") == "" else lines[i])
             i += 1
         code = "\n".join(source).rstrip()
@@ -123,6 +123,10 @@ def _session(lines: list[str], i: int) -> tuple[tuple[Statement, ...], int]:
             break
     kept = tuple(s for s in statements if runnable(s.source))
     return (kept if len(kept) == len(statements) else ()), i
+
+
+def _ends_output(line: str) -> bool:
+    return PROMPT_RE.match(line) is not None or line.lstrip().startswith("```")
 
 
 def _prompt_after_blank(lines: list[str], i: int) -> bool:
@@ -186,8 +190,8 @@ def attach_expectations(snippets: list[Snippet], text: str) -> Extracted:
 
 
 def _covering(text: str, match: re.Match[str]) -> list[re.Match[str]]:
-    """Explicit matches that contain `match` (the same sentence read twice)."""
-    return [e for e in EXPLICIT_RE.finditer(text) if e.start() <= match.start() < e.end()]
+    """Explicit matches that overlap `match` (the same sentence read twice)."""
+    return [e for e in EXPLICIT_RE.finditer(text) if e.start() < match.end() and match.start() < e.end()]
 
 
 def _statement_holding(snippets: list[Snippet], expr: str) -> tuple[int, int] | None:
