@@ -42,8 +42,8 @@ def test_a_session_gives_statements_continuations_and_the_output_shown() -> None
 def test_fenced_scripts_and_python_c_lines_are_snippets_but_tracebacks_and_other_languages_are_not() -> None:
     issue = (
         "Run this:\n\n```python\nimport calc\nprint(calc.add(2, 3))\n```\n\n"
-        "or `python -c \"import calc; print(calc.add(1, 1))\"` from a shell.\n\n"
-        "```\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nValueError: no\n```\n\n"
+        'or `python -c "import calc; print(calc.add(1, 1))"` from a shell.\n\n'
+        '```\nTraceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: no\n```\n\n'
         "```bash\npip install calc\n```\n\n```python\nthis is not python(\n```\n"
     )
     found = extract(issue).snippets
