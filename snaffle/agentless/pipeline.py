@@ -143,7 +143,8 @@ class Pipeline:
         if not self.config.uses("issue_facts"):
             return None
         self.facts = snippet_facts.gather(self.task.issue, self.workspace.root, self.sandbox)
-        self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
+        if self.facts.runs:  # an issue without a runnable snippet adds no line
+            self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
         if self.config.uses("snippet_evidence"):
             self.snippet_evidence = self.facts.evidence()
         return snippet_facts.signals(self.facts, index) if self.config.uses("execution_localize") else None
