@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repo-filter", default=".")
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
     parser.add_argument("--execute", action="store_true", help="also rank with the issue snippets' execution signals")
+    parser.add_argument("--snippet-python", help="with --execute: the interpreter (a venv's python) running snippets")
     return parser.parse_args()
 
 
@@ -186,9 +188,29 @@ def measure(row: Row, args: argparse.Namespace) -> Row | None:
     }
 
 
+@dataclass(frozen=True)
+class SnippetSandbox(Sandbox):
+    """The sandbox with another interpreter for the snippets (snaffle itself runs the one `Sandbox.python` names)."""
+
+    interpreter: str = ""
+
+    @property
+    def python(self) -> str:
+        return self.interpreter or super().python
+
+
+def snippet_sandbox(scratch: Path, python: str | None) -> Sandbox:
+    box = Sandbox.create(scratch)
+    if not python:
+        return box
+    prefixes = {Path(python).parent.parent, Path(python).resolve().parent.parent}
+    readable = (*box.readable, *sorted(p.resolve() for p in prefixes))
+    return SnippetSandbox(box.scratch, box.env, box.mode, readable, interpreter=python)
+
+
 def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: argparse.Namespace) -> Row:
     """The issue's snippets run on the checkout (sandboxed), and the ranking with their signals."""
-    sandbox = Sandbox.create(args.work.parent / "snippet-sandbox")
+    sandbox = snippet_sandbox(args.work.parent / "snippet-sandbox", args.snippet_python)
     started = time.monotonic()
     found = facts.gather(str(row["problem_statement"]), repo, sandbox)
     signals = facts.signals(found, index)

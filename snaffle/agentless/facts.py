@@ -21,12 +21,12 @@ from pathlib import Path
 
 from snaffle import data
 from snaffle.agentless.evidence import Verdict
-from snaffle.agentless.snippets import Extracted, Snippet, extract
+from snaffle.agentless.snippets import Expectation, Extracted, Snippet, Statement, extract
 from snaffle.agentless.validate import TestOutcomes
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
-from snaffle.sandbox import Rlimits, Sandbox
+from snaffle.sandbox import Rlimits, Sandbox, import_roots
 from snaffle.workspace import Workspace
 
 NOT_REPRODUCTIONS = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError", "KeyboardInterrupt"})
@@ -148,7 +148,7 @@ def observation(
 ) -> Observation:
     """The record of one run from the driver's report (statement results in order)."""
     exceptions = [r["exception"] for r in report if isinstance(r.get("exception"), dict)]
-    raised = _raised(exceptions[-1], root) if exceptions else None  # type: ignore[arg-type]
+    raised = _raised(exceptions[0], root) if exceptions else None  # type: ignore[arg-type]  # later ones cascade
     values = tuple(str(r["value"]) if "value" in r else None for r in report)
     met = tuple(_met(report, e.statement) for e in snippet.expectations)
     return Observation(raised, values, met, output, timed_out, cut, seconds, executed)
@@ -177,7 +177,8 @@ def repo_relative(path: str, root: Path) -> str | None:
 
 
 def covered(data_file: Path, root: Path) -> dict[str, frozenset[int]]:
-    """Per repo-relative non-test file, the lines coverage.py saw run."""
+    """Per repo-relative non-test file, the lines coverage.py saw run by the snippet's statements other than its
+    imports (the driver labels each statement's context `import` or `run`)."""
     if not data_file.exists():
         return {}
     from coverage import CoverageData
@@ -191,7 +192,8 @@ def covered(data_file: Path, root: Path) -> dict[str, frozenset[int]]:
     for name in measured.measured_files():
         rel = repo_relative(name, root)
         if rel is not None and not is_test_file(rel):
-            found[rel] = frozenset(measured.lines(name) or ())
+            by_line = measured.contexts_by_lineno(name)
+            found[rel] = frozenset(line for line, contexts in by_line.items() if "run" in contexts)
     return found
 
 
@@ -257,10 +259,42 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):
         seen = run_snippet(snippet, root, sandbox, limits)
+        if (starred := star_imported(snippet, seen, root)) is not None:
+            retried = run_snippet(starred, root, sandbox, limits)
+            if not _undefined(retried):
+                snippet, seen = starred, retried
         runs.append(
             SnippetRun(number, snippet, seen, reproduces(snippet, seen, issue), shown_reproduced(snippet, seen))
         )
     return ExecutionFacts(tuple(runs), extracted.ambiguous, time.monotonic() - started)
+
+
+def _undefined(seen: Observation) -> bool:
+    """The snippet stopped at a name of its own code that nothing defined (no repository frame)."""
+    return seen.raised is not None and seen.raised.type == "NameError" and not seen.raised.repo_frames
+
+
+def star_imported(snippet: Snippet, seen: Observation, root: Path) -> Snippet | None:
+    """The snippet with `from PKG import *` first, when it stopped at an undefined name and the repository has one
+    top-level package: a session pasted without its imports (sympy's users write `Point(1, 2)`) runs as the
+    reporter ran it. None otherwise."""
+    packages = top_packages(root)
+    if not _undefined(seen) or len(packages) != 1 or snippet.kind == "command":
+        return None
+    prelude = Statement(f"from {packages[0]} import *")
+    moved = tuple(Expectation(e.statement + 1, e.expected, e.said) for e in snippet.expectations)
+    return Snippet(snippet.kind, (prelude, *snippet.statements), moved)
+
+
+def top_packages(root: Path) -> list[str]:
+    """The repository's importable top-level packages, test and documentation packages aside."""
+    found = []
+    for base in import_roots(root):
+        for init in sorted(base.glob("*/__init__.py")):
+            name = init.parent.name
+            if name.isidentifier() and not name.startswith(("test", "doc", "_")) and name not in ("examples", "bench"):
+                found.append(name)
+    return found
 
 
 class SnippetEvidence:

@@ -108,7 +108,7 @@ class Pipeline:
         execution = self.issue_facts(index)
         located, context = self.localize(index, sbfl, execution)
         self.baseline(index, located, context)
-        if self.existing_failures(index):
+        if self.existing_failures(index) and self.config.mechanisms.sbfl:
             sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
             located, context = self.localize(index, sbfl, execution)
         candidates = self.repair(context)

@@ -8,6 +8,7 @@ rewrites `report.json` (so a snippet killed later still leaves what it did). It 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -26,6 +27,8 @@ def main() -> None:
     try:
         for number, source in enumerate(job["statements"]):
             print(job["marker"], number, flush=True)
+            if coverage is not None:  # what an import runs (module bodies) is not what the snippet exercises
+                coverage.switch_context("import" if only_imports(source) else "run")
             expected = job["expectations"].get(str(number))
             results.append(run_statement(source, job["kind"], expected, namespace))
             sys.stdout.flush()
@@ -64,6 +67,14 @@ def matches(value: Any, shown: str, expected: str, namespace: dict[str, Any]) ->
         return bool(value == eval(expected, namespace))
     except Exception:
         return False
+
+
+def only_imports(source: str) -> bool:
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
 
 
 def describe(exc: BaseException, tb: Any) -> dict[str, Any]:
