@@ -232,3 +232,18 @@ def test_related_tests_that_fail_become_failing_tests_but_errors_do_not(shelf_re
     assert facts.existing_failures(before, index) == ("tests/test_total.py::test_total",)
     many = replace(before, passed=frozenset())
     assert facts.existing_failures(many, index) == ()  # most of the baseline failing: the environment, not the bug
+
+
+def test_a_session_pasted_without_its_import_is_run_after_the_packages_star_import(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    issue = (
+        'No import shown, as users paste it:\n\n    >>> s = Shelf()\n    >>> s["fish"] = 1\n    ValueError: frozen\n'
+    )
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs
+    assert run.snippet.statements[0].source == "from shelf import *"
+    assert run.reason == "raised" and run.seen.raised is not None and run.seen.raised.type == "ValueError"
+    (shelf_repo / "other").mkdir()
+    (shelf_repo / "other" / "__init__.py").write_text("")
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs  # two packages: which one is a guess, so none
+    assert run.seen.raised is not None and run.seen.raised.type == "NameError" and run.reason == ""
