@@ -91,3 +91,8 @@ def test_the_same_snippet_twice_is_run_once_and_prose_alone_gives_none() -> None
     block = "```python\nimport calc\ncalc.add(1, 2)\n```\n"
     assert len(extract(block + "again:\n" + block).snippets) == 1
     assert extract("add(2, 3) returns -1 instead of 5. The add function seems to subtract.").snippets == ()
+
+
+def test_windows_line_ends_are_read_as_line_ends() -> None:
+    (snippet,) = extract(">>> from calc import add\r\n>>> add(2, 3)\r\n-1\r\n").snippets
+    assert [(s.source, s.shown) for s in snippet.statements] == [("from calc import add", ""), ("add(2, 3)", "-1")]

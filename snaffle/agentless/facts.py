@@ -460,9 +460,6 @@ def _test_body(snippet: Snippet) -> str | None:
     return "\n".join(lines) if lines else None
 
 
-def judge_all(evidence: Sequence[SnippetEvidence], clone: Workspace, sandbox: Sandbox) -> list[Verdict]:
-    return [e.judge(clone, sandbox) for e in evidence]
-
 
 MAX_EXISTING_FAILURES = 5
 """More related tests failing before any edit than this is an environment's trouble, not the issue's bug."""

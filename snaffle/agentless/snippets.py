@@ -77,7 +77,7 @@ class Extracted:
 
 def extract(text: str) -> Extracted:
     """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts, then `python -c`."""
-    text = HTML_COMMENT_RE.sub(" ", text)
+    text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
         body = match["body"]
