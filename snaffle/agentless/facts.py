@@ -460,7 +460,6 @@ def _test_body(snippet: Snippet) -> str | None:
     return "\n".join(lines) if lines else None
 
 
-
 MAX_EXISTING_FAILURES = 5
 """More related tests failing before any edit than this is an environment's trouble, not the issue's bug."""
 MAX_FAILING_SHARE = 0.5
