@@ -1,10 +1,12 @@
 """Localization on real SWE-bench Verified dev issues: snaffle's localizer vs plain BM25 over files, same run.
 
-    python bench/localize_bench.py --repos /work/.mirror [--limit N] [--repo-filter REGEX] [--jsonl OUT]
+    python bench/localize_bench.py --repos /work/.mirror [--limit N] [--repo-filter REGEX] [--jsonl OUT] [--execute]
 
 Checkouts of each instance's base commit go to --work (default /tmp/snaffle-bench/worktrees), outside the repo.
 The index column times the structure index and `Localizer.prepare` (documents cached by content hash); the
 localize column is the per-issue cost after that.
+--execute also runs each issue's snippets in the sandbox (interpreter: the one running the bench) and ranks a second
+time with the execution signals: both rankings and the seconds the snippets took are reported side by side.
 Gold = the files and the functions/methods the gold `patch` touches (old-side lines mapped to entities).
 """
 
@@ -19,17 +21,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
 
+from snaffle.agentless import facts
 from snaffle.agentless.issue_text import tokenize
 from snaffle.agentless.localize import Localizer
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
+from snaffle.sandbox import Sandbox
 
 DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench_verified_dev.jsonl.gz"
 Row = dict[str, Any]
@@ -60,6 +65,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--repo-filter", default=".")
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
+    parser.add_argument("--execute", action="store_true", help="also rank with the issue snippets' execution signals")
+    parser.add_argument("--snippet-python", help="with --execute: the interpreter (a venv's python) running snippets")
     return parser.parse_args()
 
 
@@ -161,6 +168,9 @@ def measure(row: Row, args: argparse.Namespace) -> Row | None:
     baseline = bm25_files(index, repo, str(row["problem_statement"]))
     baseline_elapsed = time.monotonic() - baseline_started
     hits = f"file@5={hit(files, gold_files, 5)} entity@10={hit(entities, gold_entities, 10)}"
+    executed = execute(row, repo, index, localizer, args) if args.execute else {}
+    if executed:
+        hits += f" exec: entity@1={hit(executed['exec_entities'], gold_entities, 1)} +{executed['exec_seconds']:.1f}s"
     baseline_hits = f"bm25-file@5={hit(baseline, gold_files, 5)}"
     times = f"index={indexed:.1f}s (prepare {prepared:.1f}s) localize={elapsed:.2f}s"
     print(f"{row['instance_id']}: {hits} {baseline_hits} {times}", flush=True)
@@ -174,6 +184,45 @@ def measure(row: Row, args: argparse.Namespace) -> Row | None:
         "baseline_seconds": baseline_elapsed,
         "index_seconds": indexed,
         "prepare_seconds": prepared,
+        **executed,
+    }
+
+
+@dataclass(frozen=True)
+class SnippetSandbox(Sandbox):
+    """The sandbox with another interpreter for the snippets (snaffle itself runs the one `Sandbox.python` names)."""
+
+    interpreter: str = ""
+
+    @property
+    def python(self) -> str:
+        return self.interpreter or super().python
+
+
+def snippet_sandbox(scratch: Path, python: str | None) -> Sandbox:
+    box = Sandbox.create(scratch)
+    if not python:
+        return box
+    prefixes = {Path(python).parent.parent, Path(python).resolve().parent.parent}
+    readable = (*box.readable, *sorted(p.resolve() for p in prefixes))
+    return SnippetSandbox(box.scratch, box.env, box.mode, readable, interpreter=python)
+
+
+def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: argparse.Namespace) -> Row:
+    """The issue's snippets run on the checkout (sandboxed), and the ranking with their signals."""
+    sandbox = snippet_sandbox(args.work.parent / "snippet-sandbox", args.snippet_python)
+    started = time.monotonic()
+    found = facts.gather(str(row["problem_statement"]), repo, sandbox)
+    signals = facts.signals(found, index)
+    result = localizer.localize(str(row["problem_statement"]), top=10, execution=signals)
+    return {
+        "exec_files": [p for p, _ in result.files],
+        "exec_entities": [c.selector for c in result.entities],
+        "exec_seconds": time.monotonic() - started,
+        "snippets": len(found.runs),
+        "reproducing": len(found.reproducing),
+        "raised_entities": len(signals["raised"]),
+        "executed_entities": len(signals["executed"]),
     }
 
 
@@ -215,6 +264,36 @@ def print_table(results: list[Row]) -> None:
     print(f"| seconds/instance (max, after indexing) | {max(float(r['seconds']) for r in results):.2f} | - | - |")
     print(f"| index seconds/instance (median, incl. prepare) | {median('index_seconds'):.2f} | - | - |")
     print(f"| prepare seconds/instance (median, documents cached) | {median('prepare_seconds'):.2f} | - | - |")
+    if "exec_entities" in results[0]:
+        print_execution(results, rate)
+
+
+def print_execution(results: list[Row], rate: Any) -> None:
+    """With vs without the execution signals, on all instances and on those whose snippets ran some repo code."""
+    ran = [r for r in results if r["raised_entities"] or r["executed_entities"]]
+    print(f"\nexecution signals: {sum(r['snippets'] > 0 for r in results)} instances with a runnable snippet, ")
+    print(f"{len(ran)} ran repo code, {sum(r['reproducing'] > 0 for r in results)} reproduced (raised/wrong value)\n")
+    print("| metric | without | with execution | without (ran) | with (ran) |\n|---|---|---|---|---|")
+    for key, gold_key, k in (
+        ("files", "gold_files", 5),
+        ("entities", "gold_entities", 1),
+        ("entities", "gold_entities", 5),
+    ):
+        subset = [rate(f, gold_key, k) for f in (key, f"exec_{key}")]
+        cells = [*subset, *(_rate(ran, f, gold_key, k) for f in (key, f"exec_{key}"))]
+        print(
+            f"| {key[:-1] if key == 'files' else 'entity'} hit@{k} | " + " | ".join(f"{c:.1f}%" for c in cells) + " |"
+        )
+    seconds = sorted(float(r["exec_seconds"]) for r in results)
+    print(
+        f"| snippet seconds/instance (median / mean / max) | {statistics.median(seconds):.2f} / "
+        f"{statistics.mean(seconds):.2f} / {seconds[-1]:.2f} | | | |"
+    )
+
+
+def _rate(results: list[Row], key: str, gold_key: str, k: int) -> float:
+    graded = [r for r in results if r[gold_key]]
+    return 100.0 * sum(hit(r[key], r[gold_key], k) for r in graded) / max(1, len(graded))
 
 
 if __name__ == "__main__":

@@ -107,10 +107,20 @@ def run_demo(repo: Path, issue: str, model: ModelConfig, root: Path, sandbox: st
     print(f"\nexit status: {attempt.exit_status}\n\n{attempt.patch or '(no change)'}")
     after = repo_tests(repo)
     print(f"tests after: {after}")
+    print(snippets_after(repo, issue, root, sandbox))
     fixed = after.startswith("passed") and attempt.exit_status in ("validated", "submitted")
     print("the model fixed the bug." if fixed else "the model did NOT fix the bug.")
     print(f"trajectory: {attempt.trajectory_path}\nresult: {attempt.trajectory_path.parent / 'result.json'}")
     return 0
+
+
+def snippets_after(repo: Path, issue: str, root: Path, mode: str) -> str:
+    """What the issue's snippets do on the repository now (after the run), one line each."""
+    from snaffle.agentless import facts
+    from snaffle.sandbox import Sandbox
+
+    found = facts.gather(issue, repo, Sandbox.create(root / "snippets", mode))
+    return "\n".join(f"the issue's snippet {r.number} after: {r.seen.summary()}" for r in found.runs)
 
 
 def repo_tests(repo: Path) -> str:
@@ -141,6 +151,8 @@ def progress_printer() -> Callable[[Event], None]:
             print(f"{elapsed}   {event['name']} {str(event['arguments'])[:100]}")
         elif event["type"] == "stage":
             print(f"{elapsed} stage {event['stage']}: {event['decision']}")
+            for row in event.get("snippets", []) if event["stage"] == "issue_facts" else []:
+                print(f"{elapsed}   the issue's snippet {row['snippet']} before the fix: {row['did']}")
         elif event["type"] in ("gate", "retry"):
             print(f"{elapsed}   {event['type']}: {event.get('gate') or event.get('error')} {event.get('reason', '')}")
         sys.stdout.flush()

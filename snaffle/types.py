@@ -139,6 +139,13 @@ class Mechanisms:
     sbfl: bool = True
     sampling: bool = True
     reproduction: bool = True
+    issue_facts: bool = True
+    execution_localize: bool = True
+    failing_existing: bool = True
+    snippet_evidence: bool = True
+    snippet_test: bool = True
+    reproduce_facts: bool = True
+    """The execution-grounded ones above are on when data/agentless.toml [mechanisms] says so, unless ablated."""
 
     def without(self, name: str) -> Mechanisms:
         """The same mechanisms with `name` switched off."""

@@ -11,8 +11,9 @@ from snaffle import data
 from snaffle.agentless.config import DATA_FILE, FROM_DATA, PipelineConfig, pipeline_table
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 
-NOT_FROM_DATA = {"one_shot", "edit_format", "mechanisms"}
-"""Fields that mean "not given" by default (the model's entry in edit_formats.toml; all mechanisms on)."""
+NOT_FROM_DATA = {"one_shot", "edit_format", "mechanisms", "switches"}
+"""Fields that mean "not given" by default (the model's entry in edit_formats.toml; all mechanisms on), and the
+[mechanisms] table's record (test_switches_are_the_data_files)."""
 
 
 def test_every_default_is_the_data_files() -> None:
@@ -21,6 +22,16 @@ def test_every_default_is_the_data_files() -> None:
     assert {key: getattr(config, key) for key in FROM_DATA} == packaged
     assert (config.samples, config.temperature, config.repair_turns) == (3, 0.8, 8)
     assert {f.name for f in fields(PipelineConfig)} == {*FROM_DATA, *NOT_FROM_DATA}
+
+
+def test_switches_are_the_data_files_and_an_ablation_turns_one_off() -> None:
+    config = PipelineConfig()
+    assert {f.name: getattr(config.switches, f.name) for f in fields(config.switches)} == data.load(DATA_FILE)[
+        "mechanisms"
+    ]
+    assert config.uses("issue_facts") and not config.ablated(config.mechanisms.without("issue_facts")).uses(
+        "issue_facts"
+    )
 
 
 def test_a_given_value_beats_the_data() -> None:

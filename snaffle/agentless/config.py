@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from types import MappingProxyType
 from typing import Any
@@ -30,6 +30,27 @@ def pipeline_defaults() -> Mapping[str, Any]:
     return pipeline_table(data.load(DATA_FILE))
 
 
+@dataclass(frozen=True)
+class Switches:
+    """Which execution-grounded mechanisms run: snaffle/data/agentless.toml [mechanisms], every key required."""
+
+    issue_facts: bool
+    execution_localize: bool
+    failing_existing: bool
+    snippet_evidence: bool
+    snippet_test: bool
+    reproduce_facts: bool
+
+
+SWITCHES = tuple(f.name for f in fields(Switches))
+
+
+@cache
+def switch_defaults() -> Switches:
+    """The packaged [mechanisms] switches (read on first use, never at import)."""
+    return data.load_record(Switches, DATA_FILE, "mechanisms")
+
+
 def _from_data(key: str) -> Any:
     """A field whose default is `key` of the data file, read when a config is made (never at import)."""
     assert key in FROM_DATA, key
@@ -52,6 +73,12 @@ class PipelineConfig:
     reproduce: bool = _from_data("reproduce")
     stop_after_green: bool = _from_data("stop_after_green")
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
+    switches: Switches = field(default_factory=switch_defaults)
+    """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
+
+    def uses(self, name: str) -> bool:
+        """Whether mechanism `name` of `SWITCHES` runs: switched on in the data, and not ablated."""
+        return name in SWITCHES and bool(getattr(self.switches, name)) and bool(getattr(self.mechanisms, name))
 
     def for_model(self, model: str) -> PipelineConfig:
         """This configuration with the model's measured defaults filled in where none was given."""

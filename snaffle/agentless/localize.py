@@ -81,7 +81,9 @@ class Localization:
         }
 
 
-ENTITY_SIGNALS = ("traceback", "identifier", "bm25", "quote", "member", "callee", "sbfl")
+EXECUTION_SIGNALS = ("raised", "executed")
+"""From running the issue's snippets (agentless/facts.py): the raising repo frames, the entities they ran."""
+ENTITY_SIGNALS = ("traceback", "identifier", "bm25", "quote", "member", "callee", "sbfl", *EXECUTION_SIGNALS)
 FILE_SIGNALS = ("path_mention", "test_import", "bm25_file")
 WEIGHTS_FILE = "localize.toml"
 
@@ -200,9 +202,15 @@ class Localizer:
         assert self._tables is not None
         return self._tables
 
-    def localize(self, issue: str, sbfl: Scores | None = None, top: int = TOP) -> Localization:
+    def localize(
+        self, issue: str, sbfl: Scores | None = None, top: int = TOP, execution: Mapping[str, Scores] | None = None
+    ) -> Localization:
+        """`execution`: scores per signal of `EXECUTION_SIGNALS`, from running the issue's snippets."""
         started = time.monotonic()
-        files, entities = rank(self.signals(parse_issue(issue), sbfl), self.weights, top)
+        found = self.signals(parse_issue(issue), sbfl)
+        if execution:
+            found = Signals({**found.entity, **{k: execution.get(k, {}) for k in EXECUTION_SIGNALS}}, found.file)
+        files, entities = rank(found, self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
     def signals(self, facts: IssueFacts, sbfl: Scores | None = None) -> Signals:

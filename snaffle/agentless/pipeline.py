@@ -17,7 +17,9 @@ from pathlib import Path
 
 from snaffle import prompts
 from snaffle.agentless import baseline
+from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.facts import ExecutionFacts, SnippetEvidence
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -33,6 +35,7 @@ from snaffle.agentless.validate import (
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
 from snaffle.harness import Outcome, Pricer
+from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
 from snaffle.model import tokens
 from snaffle.model.client import ModelConfig, OpenAIModel
@@ -85,6 +88,9 @@ class Pipeline:
         self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
         self.test_runs = 0
+        self.facts: ExecutionFacts | None = None
+        self.snippet_evidence: list[SnippetEvidence] = []
+        self.existing_failing: tuple[str, ...] = ()
 
     @property
     def deadline(self) -> float | None:
@@ -102,17 +108,12 @@ class Pipeline:
         index = RepoIndex(self.workspace.root, cache_dir=cache_dir("structure"))
         failing = self.task.failing_test if self.config.mechanisms.sbfl else None
         sbfl = sbfl_scores(index, failing, self.sandbox) if failing else None
-        located = Localizer(index).localize(self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k))
-        context = RepairContext.build(index, located, self.config.top_k)
-        self.stage(
-            "localize",
-            f"{len(context.selectors)} candidates",
-            candidates=list(context.selectors),
-            files=[p for p, _ in located.files[:5]],
-            elapsed_s=round(located.elapsed_s, 3),
-            context_tokens=tokens.count(self.task.issue.strip()) + tokens.count(context.text),
-        )
+        execution = self.issue_facts(index)
+        located, context = self.localize(index, sbfl, execution)
         self.baseline(index, located, context)
+        if self.existing_failures(index) and self.config.mechanisms.sbfl:
+            sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
+            located, context = self.localize(index, sbfl, execution)
         candidates = self.repair(context)
         chosen = select(candidates)
         votes = Counter(c.key for c in candidates if c.valid)
@@ -124,6 +125,45 @@ class Pipeline:
         status = "validated" if chosen.evidenced else "submitted"
         return self.outcome(status, f"sample {chosen.sample} selected: {evidence}")
 
+    def localize(
+        self, index: RepoIndex, sbfl: dict[Entity, float] | None, execution: dict[str, dict[Entity, float]] | None
+    ) -> tuple[Localization, RepairContext]:
+        located = Localizer(index).localize(
+            self.task.issue, sbfl=sbfl, top=max(10, self.config.top_k), execution=execution
+        )
+        context = RepairContext.build(index, located, self.config.top_k)
+        self.stage(
+            "localize",
+            f"{len(context.selectors)} candidates",
+            candidates=list(context.selectors),
+            files=[p for p, _ in located.files[:5]],
+            elapsed_s=round(located.elapsed_s, 3),
+            context_tokens=tokens.count(self.task.issue.strip()) + tokens.count(context.text),
+        )
+        return located, context
+
+    def issue_facts(self, index: RepoIndex) -> dict[str, dict[Entity, float]] | None:
+        """Run the issue's snippets on the original tree (zero tokens); their execution signals, if switched on."""
+        if not self.config.uses("issue_facts"):
+            return None
+        self.facts = snippet_facts.gather(self.task.issue, self.workspace.root, self.sandbox)
+        if self.facts.runs:  # an issue without a runnable snippet adds no line
+            self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
+        if self.config.uses("snippet_evidence"):
+            self.snippet_evidence = self.facts.evidence()
+        return snippet_facts.signals(self.facts, index) if self.config.uses("execution_localize") else None
+
+    def existing_failures(self, index: RepoIndex) -> bool:
+        """Related tests failing on the original become the failing tests when none was given."""
+        if self.task.failing_test is not None or not self.config.uses("failing_existing"):
+            return False
+        self.existing_failing = snippet_facts.existing_failures(self.before, index)
+        decision = (
+            f"{len(self.existing_failing)} related tests fail on the original" if self.existing_failing else "none"
+        )
+        self.stage("failing_tests", decision, tests=list(self.existing_failing))
+        return bool(self.existing_failing)
+
     def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         self.related = related_tests(index, [p for p, _ in located.files[:5]])
@@ -134,18 +174,13 @@ class Pipeline:
             self.reproduction(context)
 
     def reproduction(self, context: RepairContext) -> None:
-        """Ask once for a test reproducing the issue; keep it only if it fails (not errors) on the original."""
-        prompt = prompts.render(prompts.load("reproduce.md"), issue=self.task.issue.strip(), context=context.text)
-        model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
-        messages: list[Message] = [{"role": "user", "content": prompt}]
-        reply = model.complete(messages, [])
-        usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
-        self.account(Outcome("reproduce", "", usage, 1, 0))
-        cumulative = {**self.usage.as_dict(), "turns": self.turns}
-        self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="reproduce"))
+        """A test reproducing the issue (from a reproducing snippet, zero tokens, or asked of the model once); kept
+        only if it fails (not errors) on the original."""
+        made = snippet_facts.snippet_test(self.facts) if self.facts and self.config.uses("snippet_test") else None
+        source, usage = (made, Usage()) if made is not None else self.reproduction_reply(context)
         path = self.sandbox.scratch / "repro" / "test_snaffle_repro.py"  # visible inside the sandbox
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(code_blocks(reply.content)[0], encoding="utf-8")
+        path.write_text(source, encoding="utf-8")
         outcome = self.run_tests(self.workspace, [], [str(path)])
         kept = outcome.ran and bool(outcome.failed) and not outcome.errored
         self.repro = path if kept else None
@@ -154,8 +189,24 @@ class Pipeline:
             "kept" if kept else "discarded",
             failed=sorted(outcome.failed),
             errored=sorted(outcome.errored),
-            usage=reply.usage.as_dict(),
+            usage=usage.as_dict(),
+            source="issue snippet" if made is not None else "model",
         )
+
+    def reproduction_reply(self, context: RepairContext) -> tuple[str, Usage]:
+        """Ask the model once for a reproduction test (told what the issue's snippets did, if switched on)."""
+        observed = snippet_facts.observed_text(self.facts) if self.facts and self.config.uses("reproduce_facts") else ""
+        observed = f"\nWhat the issue's code does now:\n\n{observed}\n" if observed else ""
+        template = prompts.load("reproduce.md")
+        prompt = prompts.render(template, issue=self.task.issue.strip(), context=context.text, observed=observed)
+        model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
+        messages: list[Message] = [{"role": "user", "content": prompt}]
+        reply = model.complete(messages, [])
+        usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
+        self.account(Outcome("reproduce", "", usage, 1, 0))
+        cumulative = {**self.usage.as_dict(), "turns": self.turns}
+        self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="reproduce"))
+        return code_blocks(reply.content)[0], reply.usage
 
     def repair(self, context: RepairContext) -> list[CandidatePatch]:
         samples = range(self.config.samples)
@@ -204,7 +255,11 @@ class Pipeline:
         regressions = sorted(self.before.passed - after.passed) if worth_testing else []
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
+        if fixes_failing is None and self.existing_failing and worth_testing:
+            fixes_failing = self.fixes_existing(after)
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
+        verdicts = [e.judge(clone, self.sandbox) for e in self.snippet_evidence] if worth_testing else []
+        reproduces = snippet_facts.combined(reproduces, verdicts)
         candidate = CandidatePatch(
             number,
             patch,
@@ -226,8 +281,14 @@ class Pipeline:
             reproduces=reproduces,
             fixed=fixed,
             semantic=candidate.semantic,
+            snippets=[{"evidence": v.evidence, "passed": v.passed, "failure": v.failure} for v in verdicts],
         )
         return candidate
+
+    def fixes_existing(self, after: TestOutcomes) -> bool:
+        """Every related test that failed on the original passes with the patch."""
+        names = {n for n in self.before.failed - self.before.errored}
+        return bool(names) and names <= after.passed
 
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:
         if not patch.strip():

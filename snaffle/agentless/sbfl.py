@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
@@ -28,9 +29,10 @@ def ochiai(failed_cover: int, passed_cover: int, total_failed: int) -> float:
     return failed_cover / math.sqrt(total_failed * (failed_cover + passed_cover))
 
 
-def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[Entity, float]:
-    """Entity suspiciousness (max over its lines) from one covered run of the failing test's file."""
-    test_file = failing_test.split("::", 1)[0]
+def sbfl_scores(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sandbox) -> dict[Entity, float]:
+    """Entity suspiciousness (max over its lines) from one covered run of the failing tests' files."""
+    tests = [failing_test] if isinstance(failing_test, str) else list(failing_test)
+    test_files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
     with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-", dir=sandbox.scratch) as tmp:
         scratch = Path(tmp)
         (scratch / "coveragerc").write_text(COVERAGE_RC)
@@ -47,7 +49,7 @@ def sbfl_scores(index: RepoIndex, failing_test: str, sandbox: Sandbox) -> dict[E
             "-p",
             "no:cacheprovider",
             f"--junitxml={scratch / 'junit.xml'}",
-            test_file,
+            *test_files,
         ]
         sandbox.run(command, index.root, SBFL_TIMEOUT_S, writable=index.root, env=sandbox.env_for(index.root))
         outcomes = junit_outcomes(scratch / "junit.xml")

@@ -157,6 +157,8 @@ def _other(e: Event, o: ShowOptions) -> list[RenderableType]:
         ]
     if kind == "stage" and e.get("stage") == "regression_baseline" and "collected" in e:
         return [_baseline(e)]
+    if kind == "stage" and e.get("stage") == "issue_facts":
+        return _issue_facts(e, o)
     if kind == "stage":
         return [Text(window(stage_text(e), o.full), style="bold yellow")]
     return [Text(f"  ? {kind}: {window(json.dumps(fields, default=str), o.full)}", style="dim")]
@@ -190,6 +192,23 @@ def _baseline(e: Event) -> Text:
         f"■ stage regression_baseline: {decision} ({tally}; python {e.get('python', '?')})",
         style="bold red" if blind else "bold yellow",
     )
+
+
+def _issue_facts(e: Event, o: ShowOptions) -> list[RenderableType]:
+    """The issue's snippets: one line each, what it did on the original tree, and whether that reproduces it."""
+    shown: list[RenderableType] = [Text(f"■ stage issue_facts: {e.get('decision', '')}", style="bold yellow")]
+    for row in e.get("snippets") or []:
+        frame = f" at {row['repo_frames'][-1]}" if row.get("repo_frames") else ""
+        reproduces = f" — reproduces ({row['reproduces']})" if row.get("reproduces") else ""
+        text = (
+            f"    snippet {row.get('snippet')} ({row.get('kind')}, {row.get('lines')} lines): {row.get('did')}{frame}"
+        )
+        shown.append(Text(window(text + reproduces, o.full)))
+        for check in row.get("expectations") or []:
+            shown.append(Text(f"      expects {check.get('line')} == {check.get('expected')}: met={check.get('met')}"))
+    if e.get("ambiguous"):
+        shown.append(Text(f"    left out (ambiguous): {window('; '.join(e['ambiguous']), o.full)}", style="dim"))
+    return shown
 
 
 RENDERERS: dict[str, Callable[[Event, ShowOptions], list[RenderableType]]] = {

@@ -1,0 +1,211 @@
+"""Runnable snippets of an issue text: fenced python blocks, `>>>` sessions (with the output the user saw) and
+`python -c` lines, and the expected values the issue states for a session line when the mapping is unambiguous.
+
+Zero tokens and no execution here: `facts.py` runs what this module extracts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from snaffle.agentless.issue_text import HTML_COMMENT_RE
+
+FENCE_RE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+PYTHON_LANGS = frozenset({"", "python", "py", "python3", "pycon", "ipython", "pytb"})
+PROMPT_RE = re.compile(r"^(?P<indent>[ \t>]*?)>>>(?: |$)(?P<code>.*)$")
+CONTINUATION_RE = re.compile(r"^\.\.\.(?: |$)(?P<code>.*)$")
+COMMAND_RE = re.compile(r"""\bpython[\d.]*\s+-c\s+(?P<quote>["'])(?P<code>.+?)(?P=quote)""")
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+EXPECT_VERBS = r"(?:return|returns|give|gives|be|output|print|equal|evaluate to|yield)"
+EXPLICIT_RE = re.compile(
+    rf"`(?P<expr>[^`\n]+)`\s+(?:should|would|to|must|ought to)\s+(?:have\s+)?{EXPECT_VERBS}\s+`(?P<value>[^`\n]+)`"
+)
+"""`f(1)` should return `2`; I expected `f(1)` to be `2`: the expression is named, so the mapping is sure."""
+IMPLICIT_RE = re.compile(
+    rf"(?:expected(?:\s+(?:output|result|value))?\s*:?|should\s+{EXPECT_VERBS}|instead\s+of)"
+    r"\s*`(?P<value>[^`\n]+)`",
+    re.IGNORECASE,
+)
+"""I expected `[1, 2]`; should return `2`: sure only when the issue shows exactly one value-printing line."""
+MAX_SNIPPETS = 8
+MAX_SNIPPET_CHARS = 4_000
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a snippet, and the output the user showed for it (a session's lines; '' if none)."""
+
+    source: str
+    shown: str = ""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The value the issue says statement `statement` of its snippet should show (a Python expression's text)."""
+
+    statement: int
+    expected: str
+    said: str
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A runnable piece of the issue: `session` statements run one by one as a REPL would, else as one script."""
+
+    kind: str
+    statements: tuple[Statement, ...]
+    expectations: tuple[Expectation, ...] = ()
+
+    @property
+    def code(self) -> str:
+        return "\n".join(s.source for s in self.statements)
+
+    def expression_lines(self) -> list[int]:
+        """Statements that are bare expressions with shown output that is not a traceback (they print a value)."""
+        return [i for i, s in enumerate(self.statements) if s.shown and not is_traceback(s.shown) and is_expr(s.source)]
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The snippets of one issue, and the stated expectations left out because their mapping was not sure."""
+
+    snippets: tuple[Snippet, ...]
+    ambiguous: tuple[str, ...] = ()
+
+
+def extract(text: str) -> Extracted:
+    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts, then `python -c`."""
+    text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
+    found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
+    for match in FENCE_RE.finditer(text):
+        body = match["body"]
+        if match["lang"].lower() in PYTHON_LANGS and ">>>" not in body and runnable(body):
+            found.append(Snippet("script", (Statement(body.strip("\n")),)))
+    found += [Snippet("command", (Statement(code),)) for code in commands(text)]
+    unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
+    return attach_expectations(unique, text)
+
+
+def sessions(text: str) -> list[tuple[Statement, ...]]:
+    """Every run of `>>>` lines: statements (with `...` continuations) and the output lines after each."""
+    found: list[tuple[Statement, ...]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if PROMPT_RE.match(lines[i]) is None:
+            i += 1
+            continue
+        statements, i = _session(lines, i)
+        if statements:
+            found.append(statements)
+    return found
+
+
+def _session(lines: list[str], i: int) -> tuple[tuple[Statement, ...], int]:
+    """The session starting at line `i` (a prompt line): its statements and the index after it."""
+    indent = len(PROMPT_RE.match(lines[i])["indent"])  # type: ignore[index]
+    statements: list[Statement] = []
+    while i < len(lines) and (prompt := PROMPT_RE.match(lines[i])) is not None:
+        source, i = [prompt["code"]], i + 1
+        while i < len(lines) and (more := CONTINUATION_RE.match(lines[i][indent:])) is not None:
+            source.append(more["code"])
+            i += 1
+        shown: list[str] = []
+        while i < len(lines) and lines[i].strip() and not _ends_output(lines[i]):
+            shown.append(lines[i][indent:] if lines[i][:indent].strip(" \t>") == "" else lines[i])
+            i += 1
+        code = "\n".join(source).rstrip()
+        if code.strip():
+            statements.append(Statement(code, "\n".join(shown)))
+        if i < len(lines) and not lines[i].strip() and not _prompt_after_blank(lines, i):
+            break
+    kept = tuple(s for s in statements if runnable(s.source))
+    return (kept if len(kept) == len(statements) else ()), i
+
+
+def _ends_output(line: str) -> bool:
+    return PROMPT_RE.match(line) is not None or line.lstrip().startswith("```")
+
+
+def _prompt_after_blank(lines: list[str], i: int) -> bool:
+    """Blank lines between two prompts stay inside one session."""
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    return i < len(lines) and PROMPT_RE.match(lines[i]) is not None
+
+
+def commands(text: str) -> list[str]:
+    """The code of `python -c "..."` command lines that parses as Python."""
+    return [m["code"] for m in COMMAND_RE.finditer(text) if runnable(m["code"])]
+
+
+def runnable(code: str) -> bool:
+    """Parses as Python, is not a pasted traceback, and does something (not only a comment or a literal)."""
+    if TRACEBACK_HEAD in code or not code.strip():
+        return False
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return any(not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in tree.body)
+
+
+def is_expr(code: str) -> bool:
+    try:
+        ast.parse(code, mode="eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def is_traceback(shown: str) -> bool:
+    return TRACEBACK_HEAD in shown or bool(re.search(r"^\w*(?:Error|Exception)\b", shown, re.MULTILINE))
+
+
+def attach_expectations(snippets: list[Snippet], text: str) -> Extracted:
+    """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
+    ones only when the whole issue shows exactly one value-printing session line. Everything else is left out."""
+    keyed: dict[int, list[Expectation]] = {}
+    ambiguous: list[str] = []
+    taken: set[tuple[int, int]] = set()
+    for match in EXPLICIT_RE.finditer(text):
+        spot = _statement_holding(snippets, match["expr"])
+        if spot is None or not is_expr(match["value"]):
+            ambiguous.append(match[0])
+            continue
+        taken.add(spot)
+        keyed.setdefault(spot[0], []).append(Expectation(spot[1], match["value"].strip(), match[0]))
+    implicit = [m for m in IMPLICIT_RE.finditer(text) if not _covering(text, m)]
+    lines = [(n, i) for n, s in enumerate(snippets) if s.kind == "session" for i in s.expression_lines()]
+    for match in implicit:
+        if len(lines) != 1 or lines[0] in taken or not is_expr(match["value"]) or len(implicit) != 1:
+            ambiguous.append(match[0])
+            continue
+        snippet, line = lines[0]
+        keyed.setdefault(snippet, []).append(Expectation(line, match["value"].strip(), match[0]))
+    with_expectations = [Snippet(s.kind, s.statements, tuple(keyed.get(n, ()))) for n, s in enumerate(snippets)]
+    return Extracted(tuple(with_expectations), tuple(ambiguous))
+
+
+def _covering(text: str, match: re.Match[str]) -> list[re.Match[str]]:
+    """Explicit matches that overlap `match` (the same sentence read twice)."""
+    return [e for e in EXPLICIT_RE.finditer(text) if e.start() < match.end() and match.start() < e.end()]
+
+
+def _statement_holding(snippets: list[Snippet], expr: str) -> tuple[int, int] | None:
+    """The one session statement whose source is `expr` (spacing aside); None when none or several are."""
+    wanted = _squash(expr)
+    spots = [
+        (n, i)
+        for n, s in enumerate(snippets)
+        if s.kind == "session"
+        for i, st in enumerate(s.statements)
+        if _squash(st.source) == wanted
+    ]
+    return spots[0] if len(spots) == 1 else None
+
+
+def _squash(code: str) -> str:
+    return re.sub(r"\s+", "", code)

@@ -1,0 +1,249 @@
+"""Issue snippets run in the real sandbox: what they did, localization from it, snippet evidence, and attacks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from snaffle.agentless import facts
+from snaffle.agentless.facts import SnippetLimits
+from snaffle.agentless.localize import Localizer
+from snaffle.agentless.validate import run_tests
+from snaffle.index.repo import RepoIndex
+from snaffle.sandbox import Sandbox
+from snaffle.workspace import Workspace
+from tests.helpers import FORK_BOMB, make_repo
+
+SHELF_SOURCE = '''"""A shelf of named slots."""
+
+
+class Shelf:
+    """Slots by key; frozen keys cannot be reassigned."""
+
+    def __init__(self):
+        self.slots = {}
+        self.frozen = {"frozen"}
+
+    def __getitem__(self, key):
+        return self.slots[key]
+
+    def __setitem__(self, key, value):
+        if key in self.frozen or key.startswith("f"):
+            raise ValueError(f"slot {key!r} is frozen")
+        self.slots[key] = value
+
+    def keys(self):
+        return sorted(self.slots)
+
+    def total(self):
+        return sum(self.slots.values()) + 1
+
+
+def describe(shelf):
+    return ", ".join(f"{k}={shelf[k]}" for k in shelf.keys())
+'''
+SHELF_FILES: dict[str, str | bytes] = {
+    "shelf/__init__.py": "from shelf.core import Shelf, describe\n",
+    "shelf/core.py": SHELF_SOURCE,
+    "tests/test_core.py": (
+        "from shelf import Shelf\n\n\ndef test_keys():\n    s = Shelf()\n    s['a'] = 1\n    assert s.keys() == ['a']\n"
+    ),
+}
+RAISING_ISSUE = """Shelf refuses my key
+
+Setting a slot called "fish" on a Shelf fails although only "frozen" is frozen:
+
+    >>> from shelf import Shelf
+    >>> s = Shelf()
+    >>> s["fish"] = 1
+    Traceback (most recent call last):
+      ...
+    ValueError: slot 'fish' is frozen
+"""
+WRONG_VALUE_ISSUE = """Shelf total is off by one
+
+    >>> from shelf import Shelf
+    >>> s = Shelf()
+    >>> s["a"] = 2
+    >>> s.total()
+    3
+
+I expected `s.total()` to return `2`.
+"""
+FAST = SnippetLimits(timeout_s=6.0, output_cap_bytes=4_000, memory_mb=1024, file_mb=4, coverage=True)
+
+
+@pytest.fixture
+def shelf_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "shelf", SHELF_FILES)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return Sandbox.create(tmp_path / "sandbox")
+
+
+def patched(repo: Path, tmp_path: Path, old: str, new: str) -> Workspace:
+    """A clone of `repo` with one replacement in shelf/core.py."""
+    clone = Workspace.open(repo).clone(tmp_path / f"clone-{abs(hash(new))}")
+    path = clone.root / "shelf" / "core.py"
+    path.write_text(path.read_text().replace(old, new))
+    return clone
+
+
+def test_a_snippet_that_raises_localizes_to_the_raising_entity(shelf_repo: Path, sandbox: Sandbox) -> None:
+    found = facts.gather(RAISING_ISSUE, shelf_repo, sandbox, FAST)
+    (run,) = found.runs
+    assert run.reason == "raised" and run.seen.raised is not None
+    assert run.seen.raised.line == "ValueError: slot 'fish' is frozen"
+    assert run.seen.raised.repo_frames[-1][0] == "shelf/core.py"
+    index = RepoIndex(shelf_repo)
+    localizer = Localizer(index)
+    without = localizer.localize(RAISING_ISSUE)
+    with_execution = localizer.localize(RAISING_ISSUE, execution=facts.signals(found, index))
+    assert without.entities[0].selector != "shelf/core.py::Shelf.__setitem__"  # the issue names the class only
+    assert with_execution.entities[0].selector == "shelf/core.py::Shelf.__setitem__"
+    assert "raised" in with_execution.entities[0].signals
+    executed = {e.selector for e in facts.signals(found, index)["executed"]}
+    assert executed == {"shelf/core.py::Shelf.__init__", "shelf/core.py::Shelf.__setitem__"}
+
+
+def test_a_patch_that_leaves_the_snippets_exception_in_place_is_judged_failed(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    (evidence,) = facts.gather(RAISING_ISSUE, shelf_repo, sandbox, FAST).evidence()
+    cosmetic = patched(shelf_repo, tmp_path, "is frozen", "is frozen, sorry")
+    verdict = evidence.judge(
+        patched(shelf_repo, tmp_path, "        self.slots = {}", "        self.slots = {}  # ."), sandbox
+    )
+    assert (verdict.passed, verdict.failure.split(" (in")[0]) == (
+        False,
+        "snippet 1 still raises ValueError: slot 'fish' is frozen",
+    )
+    assert "Shelf.__setitem__" in verdict.failure or "__setitem__" in verdict.failure
+    assert evidence.judge(cosmetic, sandbox).passed is False  # the same exception type, another message
+    fixed = patched(shelf_repo, tmp_path, ' or key.startswith("f")', "")
+    assert evidence.judge(fixed, sandbox).passed is True
+    elsewhere = patched(
+        shelf_repo,
+        tmp_path,
+        '            raise ValueError(f"slot {key!r} is frozen")',
+        "            raise KeyError(key)",
+    )
+    assert evidence.judge(elsewhere, sandbox).passed is None  # another exception: it cannot tell
+
+
+def test_a_stated_expectation_is_checked_on_the_original_and_on_a_patch(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    found = facts.gather(WRONG_VALUE_ISSUE, shelf_repo, sandbox, FAST)
+    (run,) = found.runs
+    assert (run.reason, run.seen.met, run.shown_reproduced) == ("wrong_value", (False,), True)
+    (evidence,) = found.evidence()
+    verdict = evidence.judge(Workspace.open(shelf_repo), sandbox)
+    assert verdict.passed is False and verdict.failure == "snippet 1: `s.total()` gives 3, expected 2"
+    assert evidence.judge(patched(shelf_repo, tmp_path, " + 1\n", "\n"), sandbox).passed is True
+    assert "`s.total()` gives 3; the issue expects 2." in facts.observed_text(found)
+    test = facts.snippet_test(found)
+    assert test is not None and "    assert (s.total()) == (2)" in test
+
+
+def test_a_snippet_made_test_fails_on_the_original_and_passes_on_the_fix(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    test = facts.snippet_test(facts.gather(RAISING_ISSUE, shelf_repo, sandbox, FAST))
+    assert test is not None
+    path = sandbox.scratch / "repro" / "test_snippet_made.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(test)
+    before = run_tests(Workspace.open(shelf_repo), sandbox, [], [str(path)])
+    assert before.ran and before.failed and not before.errored
+    after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
+    assert after.passed and not after.failed
+
+
+def test_a_snippet_that_only_fails_to_import_a_dependency_is_not_a_reproduction(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    issue = "ModuleNotFoundError here:\n\n```python\nimport not_installed_anywhere\nfrom shelf import Shelf\n```\n"
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs
+    assert run.seen.raised is not None and run.seen.raised.type == "ModuleNotFoundError" and run.reason == ""
+
+
+ATTACKS = [
+    ("hang", "while True:\n    pass"),
+    ("print 1 GB", "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(1_000):\n    sys.stdout.write(chunk)"),
+    ("fork", FORK_BOMB),
+    ("memory", "blocks = []\nwhile True:\n    blocks.append(bytearray(100_000_000))"),
+]
+
+
+@pytest.mark.parametrize(("name", "code"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_a_hostile_snippet_is_stopped_and_the_next_snippet_still_runs(
+    name: str, code: str, shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    issue = f"```python\n{code}\n```\n\n{RAISING_ISSUE}"
+    started = time.monotonic()
+    runs = facts.gather(issue, shelf_repo, sandbox, FAST).runs
+    (hostile,) = [r for r in runs if r.snippet.kind == "script"]
+    (session,) = [r for r in runs if r.snippet.kind == "session"]
+    assert time.monotonic() - started < 60, name
+    assert session.reason == "raised", name  # the run went on
+    assert hostile.reason == "", name
+    if name == "hang":
+        assert hostile.seen.timed_out
+    if name == "print 1 GB":
+        assert hostile.seen.cut > 900_000_000 and len(hostile.seen.output) < 2 * FAST.output_cap_bytes
+    if name == "fork":
+        forked = int(hostile.seen.output.split("forked")[-1].split()[0]) if "forked" in hostile.seen.output else 0
+        assert forked < 400
+    if name == "memory":
+        assert hostile.seen.raised is not None and hostile.seen.raised.type == "MemoryError"
+
+
+def test_a_snippet_cannot_reach_the_network(shelf_repo: Path, sandbox: Sandbox, listener: int) -> None:
+    code = f"import socket\nsocket.create_connection(('127.0.0.1', {listener}), timeout=3)"
+    (run,) = facts.gather(f"```python\n{code}\n```\n", shelf_repo, sandbox, FAST).runs
+    assert run.seen.raised is not None and run.seen.raised.type in ("OSError", "ConnectionRefusedError", "TimeoutError")
+
+
+def test_a_snippet_cannot_change_the_tree_or_leave_files(shelf_repo: Path, sandbox: Sandbox) -> None:
+    code = "import pathlib, shelf\npathlib.Path(shelf.__file__).write_text('broken = True')\n"
+    before = (shelf_repo / "shelf" / "__init__.py").read_text()
+    (run,) = facts.gather(f"```python\n{code}\n```\n", shelf_repo, sandbox, FAST).runs
+    assert run.seen.raised is not None and run.seen.raised.type in ("OSError", "PermissionError")
+    assert (shelf_repo / "shelf" / "__init__.py").read_text() == before
+    assert not list(sandbox.scratch.glob("snaffle-snippet-*"))
+
+
+def test_related_tests_that_fail_become_failing_tests_but_errors_do_not(shelf_repo: Path, sandbox: Sandbox) -> None:
+    files = {
+        "tests/test_total.py": "from shelf import Shelf\n\n\ndef test_total():\n    assert Shelf().total() == 0\n",
+        "tests/test_broken.py": "import not_installed_anywhere\n\n\ndef test_never():\n    pass\n",
+    }
+    for name, text in files.items():
+        (shelf_repo / name).write_text(text)
+    index = RepoIndex(shelf_repo)
+    before = run_tests(Workspace.open(shelf_repo), sandbox, ["tests/test_core.py", *files])
+    assert before.errored  # the import failure is there, and is not evidence
+    assert facts.existing_failures(before, index) == ("tests/test_total.py::test_total",)
+    many = replace(before, passed=frozenset())
+    assert facts.existing_failures(many, index) == ()  # most of the baseline failing: the environment, not the bug
+
+
+def test_a_session_pasted_without_its_import_is_run_after_the_packages_star_import(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    issue = (
+        'No import shown, as users paste it:\n\n    >>> s = Shelf()\n    >>> s["fish"] = 1\n    ValueError: frozen\n'
+    )
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs
+    assert run.snippet.statements[0].source == "from shelf import *"
+    assert run.reason == "raised" and run.seen.raised is not None and run.seen.raised.type == "ValueError"
+    (shelf_repo / "other").mkdir()
+    (shelf_repo / "other" / "__init__.py").write_text("")
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs  # two packages: which one is a guess, so none
+    assert run.seen.raised is not None and run.seen.raised.type == "NameError" and run.reason == ""

@@ -1,0 +1,98 @@
+"""Snippet extraction from issue texts: each form, the output the user saw, and expectations kept only when sure."""
+
+from __future__ import annotations
+
+import pytest
+
+from snaffle.agentless.snippets import Statement, extract
+
+SESSION_ISSUE = """Assigning to a frozen key fails:
+
+    >>> from shelf import Shelf
+    >>> s = Shelf()
+    >>> for key in ("a",
+    ...             "b"):
+    ...     s[key] = 1
+    >>> s["a"]
+    1
+    >>> s["frozen"] = 2
+    Traceback (most recent call last):
+      ...
+    ValueError: frozen
+
+Odd.
+"""
+
+
+def test_a_session_gives_statements_continuations_and_the_output_shown() -> None:
+    (snippet,) = extract(SESSION_ISSUE).snippets
+    assert snippet.kind == "session"
+    assert [s.source for s in snippet.statements] == [
+        "from shelf import Shelf",
+        "s = Shelf()",
+        'for key in ("a",\n            "b"):\n    s[key] = 1',
+        's["a"]',
+        's["frozen"] = 2',
+    ]
+    assert snippet.statements[3] == Statement('s["a"]', "1")
+    assert snippet.statements[4].shown.splitlines()[-1] == "ValueError: frozen"
+    assert snippet.expression_lines() == [3]  # the traceback line prints no value
+
+
+def test_fenced_scripts_and_python_c_lines_are_snippets_but_tracebacks_and_other_languages_are_not() -> None:
+    issue = (
+        "Run this:\n\n```python\nimport calc\nprint(calc.add(2, 3))\n```\n\n"
+        'or `python -c "import calc; print(calc.add(1, 1))"` from a shell.\n\n'
+        '```\nTraceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: no\n```\n\n'
+        "```bash\npip install calc\n```\n\n```python\nthis is not python(\n```\n"
+    )
+    found = extract(issue).snippets
+    assert [(s.kind, s.code) for s in found] == [
+        ("script", "import calc\nprint(calc.add(2, 3))"),
+        ("command", "import calc; print(calc.add(1, 1))"),
+    ]
+
+
+def test_a_session_inside_a_pycon_fence_is_one_session() -> None:
+    issue = "```pycon\n>>> from calc import add\n>>> add(2, 3)\n-1\n```\n"
+    (snippet,) = extract(issue).snippets
+    assert (snippet.kind, [s.shown for s in snippet.statements]) == ("session", ["", "-1"])
+
+
+def test_an_explicit_expectation_is_kept_on_the_line_it_names() -> None:
+    issue = ">>> from calc import add\n>>> add(2, 3)\n-1\n>>> add(1, 1)\n0\n\nI expected `add(2, 3)` to return `5`.\n"
+    extracted = extract(issue)
+    (snippet,) = extracted.snippets
+    assert [(e.statement, e.expected) for e in snippet.expectations] == [(1, "5")]
+    assert extracted.ambiguous == ()
+
+
+def test_an_implicit_expectation_is_kept_when_one_line_shows_a_value() -> None:
+    issue = ">>> from calc import add\n>>> add(2, 3)\n-1\n\nIt should return `5`.\n"
+    (snippet,) = extract(issue).snippets
+    assert [(e.statement, e.expected) for e in snippet.expectations] == [(1, "5")]
+
+
+@pytest.mark.parametrize(
+    ("issue", "why"),
+    [
+        (">>> from calc import add\n>>> add(2, 3)\n-1\n>>> add(1, 1)\n0\n\nI expected `5`.\n", "two value lines"),
+        (">>> from calc import add\n>>> add(2, 3)\n-1\n\nI expected `add(4, 4)` to be `8`.\n", "a line not shown"),
+        (">>> from calc import add\n>>> add(2, 3)\n-1\n\nIt should return `five`... or `5`, expected `5`\n", "two"),
+    ],
+)
+def test_an_ambiguous_expectation_is_left_out(issue: str, why: str) -> None:
+    extracted = extract(issue)
+    assert all(not s.expectations for s in extracted.snippets), why
+    assert extracted.ambiguous, why
+
+
+def test_the_same_snippet_twice_is_run_once_and_prose_alone_gives_none() -> None:
+    block = "```python\nimport calc\ncalc.add(1, 2)\n```\n"
+    assert len(extract(block + "again:\n" + block).snippets) == 1
+    assert extract("add(2, 3) returns -1 instead of 5. The add function seems to subtract.").snippets == ()
+
+
+def test_windows_line_ends_are_read_as_line_ends() -> None:
+    (snippet,) = extract(">>> from calc import add\r\n>>> add(2, 3)\r\n-1\r\n").snippets
+    assert [(s.source, s.shown) for s in snippet.statements] == [("from calc import add", ""), ("add(2, 3)", "-1")]
