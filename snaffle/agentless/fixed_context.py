@@ -34,5 +34,5 @@ def repair_tokens(config: PipelineConfig, model: str, protocol: str) -> int:
 def fixed_context(config: PipelineConfig, model: str, protocol: str, failing_test: str | None) -> dict[str, int]:
     """Per kind of call (`reproduce` when the run asks for a reproduction test, `repair`), its fixed tokens."""
     reproduces = config.reproduce and failing_test is None
-    parts = {"reproduce": _template_tokens("reproduce.md")} if reproduces else {}
+    parts = {"reproduce": _template_tokens("reproduce.md", observed="")} if reproduces else {}
     return {**parts, "repair": repair_tokens(config, model, protocol)}
