@@ -204,18 +204,20 @@ class Localizer:
         files, entities = rank(self.signals(parse_issue(issue), sbfl), self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
-    def signals(self, facts: IssueFacts, sbfl: Scores | None = None) -> Signals:
-        """Every weighted scorer's output for one issue (a scorer weighted 0 is not run)."""
+    def signals(self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False) -> Signals:
+        """Every weighted scorer's output for one issue (a scorer weighted 0 is not run, unless `every`: the
+        bench fits weights to all of them)."""
+        run = _always if every else self._weighted
         entity = {
             "traceback": self.traceback(facts),
             "identifier": (identified := self.identifier(facts)),
             "bm25": self.bm25(facts),
-            "quote": self.quote(facts) if self._weighted("quote") else {},
+            "quote": self.quote(facts) if run("quote") else {},
             "sbfl": sbfl or {},
         }
-        if self._weighted("member"):
+        if run("member"):
             entity["member"] = self.member(identified)
-        if self._weighted("callee"):
+        if run("callee"):
             entity["callee"] = self.callee(identified)
         file = {
             "path_mention": self.path_mention(facts),
@@ -400,6 +402,10 @@ class Localizer:
                     if path.endswith(candidate):
                         return path
         return None
+
+
+def _always(_signal: str) -> bool:
+    return True
 
 
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
