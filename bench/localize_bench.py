@@ -11,6 +11,7 @@ Gold = the files and the functions/methods the gold `patch` touches (old-side li
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import hashlib
 import json
@@ -73,6 +74,7 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+@functools.cache
 def fingerprint() -> str:
     """What a cached record depends on: the localizer's and the index's code, and the signal-level constants."""
     package = Path(__file__).resolve().parents[1] / "snaffle"

@@ -114,3 +114,15 @@ def test_a_name_defined_too_often_is_not_followed(tmp_path: Path) -> None:
     graph = RefGraph([index.entities(p) for p in sorted(many)], Localizer(index).tables.documents)
     assert graph.callees(index.resolve("pkg/m0.py::use")) == []
     assert isinstance(graph, RefGraph)
+
+
+def test_the_import_graph_reaches_the_files_a_named_file_imports(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        **FILES,
+        "web/api.py": "from web.sessions import Session\nimport web.chain\n\n\ndef get(url):\n    return Session()\n",
+    }
+    located = Localizer(RepoIndex(make_repo(tmp_path / "web", files)))
+    facts = parse_issue("web/api.py misbehaves")
+    scores = located.imported(located.path_mention(facts), {})
+    assert scores == {"web/sessions.py": 1 / 2**0.5, "web/chain.py": 1 / 2**0.5}
+    assert located.imported({}, {}) == {}

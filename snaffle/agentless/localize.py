@@ -103,7 +103,7 @@ ENTITY_SIGNALS = (
     "test_callee",
     "sbfl",
 )
-FILE_SIGNALS = ("path_mention", "test_import", "bm25_file")
+FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported")
 WEIGHTS_FILE = "localize.toml"
 
 
@@ -260,10 +260,12 @@ class Localizer:
         if run("test_callee"):
             entity["test_callee"] = self.test_callee(facts)
         file = {
-            "path_mention": self.path_mention(facts),
+            "path_mention": (mentioned := self.path_mention(facts)),
             "test_import": self.test_import(facts),
             "bm25_file": self.bm25_file(facts),
         }
+        if run("imported"):
+            file["imported"] = self.imported(mentioned, {**identified, **entity["traceback"]})
         return Signals(entity, file)
 
     def _weighted(self, signal: str) -> bool:
@@ -477,6 +479,20 @@ class Localizer:
             for module in imported_modules(self.index.source(test)):
                 if path := self.module_path(module):
                     scores[path] = 1.0
+        return scores
+
+    def imported(self, mentioned: FileScores, named: Scores) -> FileScores:
+        """The import graph one step out: repository files imported by the files the issue names or points
+        into (its frames, its named entities), a seed's strength shared over what it imports."""
+        seeds: FileScores = dict(mentioned)
+        for entity, value in sorted(named.items(), key=lambda pair: (-pair[1], pair[0].selector))[:CALLEE_SEEDS]:
+            seeds[entity.path] = max(seeds.get(entity.path, 0.0), min(1.0, value))
+        scores: FileScores = {}
+        for seed, strength in seeds.items():
+            targets = {p for m in imported_modules(self.index.source(seed)) if (p := self.module_path(m))}
+            targets = {p for p in targets if p != seed and not is_test_file(p)}
+            for target in targets:
+                scores[target] = max(scores.get(target, 0.0), strength / math.sqrt(len(targets)))
         return scores
 
     def repo_path(self, printed: str) -> str | None:
