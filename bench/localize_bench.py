@@ -28,7 +28,7 @@ from typing import Any
 
 import bm25s
 import numpy as np
-from localize_fit import METRICS, UNFIT, fit, hits, instance, leave_one_repo_out, rates, start
+from localize_fit import METRICS, UNFIT, fit, hits, instance, leave_one_repo_out, neutral, rates, start
 
 from snaffle.agentless.issue_text import parse_issue, tokenize
 from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights, is_peripheral
@@ -55,7 +55,7 @@ def main() -> int:
                 with args.jsonl.open("a", encoding="utf-8") as out:
                     out.write(json.dumps({"instance_id": row["instance_id"], **result}, default=sorted) + "\n")
     print_table(results)
-    if args.cv:
+    if args.cv and results:
         print_cv(results)
     return 0
 
@@ -293,35 +293,52 @@ def localized_hits(record: Row) -> tuple[int, ...]:
 
 
 def print_cv(results: list[Row]) -> None:
-    """In-sample and leave-one-repository-out figures, then each signal's ablation (refit without it)."""
+    """In-sample and leave-one-repository-out figures, then each signal's ablation (refit without it). Every fit
+    starts from the same neutral weights, so no figure leans on weights once tuned on the held-out repository."""
     cases = [instance(r, is_peripheral) for r in results]
     packaged = start(Weights.load())
     agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
     print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
-    full = leave_one_repo_out(cases, packaged)
-    fitted = fit(cases, packaged)
+    initial = neutral(packaged)
+    full = leave_one_repo_out(cases, initial)
+    fitted = fit(cases, initial)
     columns = " | ".join(METRICS)
     print(f"\n| weights ({len(cases)} instances) | {columns} |\n" + "|---" * (len(METRICS) + 1) + "|")
-    rows = [("packaged, in-sample", rates(cases, packaged)), ("fitted on all, in-sample", rates(cases, fitted))]
-    rows.append(("**leave-one-repo-out**", full["rates"]))
+    rows = [("packaged, in-sample", rates(cases, packaged)), ("neutral start, no fit", rates(cases, initial))]
+    rows += [("fitted on all, in-sample", rates(cases, fitted)), ("**leave-one-repo-out**", full["rates"])]
     for name, measured in rows:
         print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |")
+    print_folds(cases, full)
+    print_ablations(cases, initial, full)
+    print("\nfitted on all instances (judge by the leave-one-repo-out row above):")
+    print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+
+
+def print_folds(cases: list[Any], full: Row) -> None:
+    """Each held-out repository's figures, and how far the fitted weights move between folds."""
     print("\n| held-out repo | n | file@5 | entity@10 | entity@1 |\n|---|---|---|---|---|")
     for repo, measured in full["per_repo"].items():
         n = sum(c.repo == repo for c in cases)
-        print(
-            f"| {repo} | {n} | {measured['file@5']:.1f}% | {measured['entity@10']:.1f}% | {measured['entity@1']:.1f}% |"
-        )
+        figures = " | ".join(f"{measured[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
+        print(f"| {repo} | {n} | {figures} |")
+    folds = list(full["fitted"].values())
+    spread = ", ".join(f"{n} {min(f[n] for f in folds):g}..{max(f[n] for f in folds):g}" for n in folds[0])
+    print(f"\nfitted weights across folds (min..max): {spread}")
+
+
+def print_ablations(cases: list[Any], initial: dict[str, float], full: Row) -> None:
+    """Per signal, leave-one-repo-out with it held at 0; a signal no fold turned on is not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = full["rates"]
     for signal in (s for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT):
-        ablated = leave_one_repo_out(cases, {**packaged, signal: 0.0}, frozen=(signal,))["rates"]
+        if all(fold[signal] == 0 for fold in full["fitted"].values()):
+            print(f"| {signal} | (0 in every fold) | | | +0.0 | +0.0 | +0.0 |")
+            continue
+        ablated = leave_one_repo_out(cases, {**initial, signal: 0.0}, frozen=(signal,))["rates"]
         deltas = " | ".join(f"{ablated[m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
         figures = " | ".join(f"{ablated[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
-        print(f"| {signal} | {figures} | {deltas} |")
-    print("\nfitted on all instances (judge by the leave-one-repo-out row above):")
-    print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+        print(f"| {signal} | {figures} | {deltas} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,12 @@ def start(weights: Weights) -> Params:
     return {**weights.weights, **{n: float(getattr(weights.tuning, n)) for n in SHARES}}
 
 
+def neutral(packaged: Params) -> Params:
+    """Where every fit starts: each fittable weight 1 and each share 0.5 (unfit signals keep their weight), so
+    no fold starts from weights once tuned on the repository it holds out."""
+    return {n: packaged[n] if n in UNFIT else (0.5 if n in SHARES else 1.0) for n in packaged}
+
+
 def fit(cases: Sequence[Instance], initial: Params, frozen: Iterable[str] = ()) -> Params:
     """Coordinate search from `initial`; `frozen` parameters keep their initial value."""
     fixed = set(frozen) | UNFIT
