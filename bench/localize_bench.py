@@ -70,6 +70,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
     parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
     parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     return parser.parse_args()
 
@@ -197,7 +198,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()
-    baseline = bm25_files(index, repo, issue)
+    baseline = bm25_files(index, repo, issue) if args.baseline else []
     baseline_elapsed = time.monotonic() - baseline_started
     hits = f"file@5={hit(files, gold_files, 5)} entity@10={hit(entities, gold_entities, 10)}"
     times = f"index={indexed:.1f}s (prepare {prepared:.1f}s) localize={elapsed:.2f}s"
@@ -271,7 +272,8 @@ def print_table(results: list[Row]) -> None:
     for k in (1, 5, 10):
         print(f"| entity hit@{k} | {rate('entities', 'gold_entities', k):.1f}% | - | - |")
     ours_s, base_s = median("seconds"), median("baseline_seconds")
-    print(f"| seconds/instance (median, after indexing) | {ours_s:.2f} | {base_s:.2f} | {ours_s / base_s:.2f} |")
+    ratio = f"{ours_s / base_s:.2f}" if base_s > 1e-3 else "-"
+    print(f"| seconds/instance (median, after indexing) | {ours_s:.2f} | {base_s:.2f} | {ratio} |")
     print(f"| seconds/instance (max, after indexing) | {max(float(r['seconds']) for r in results):.2f} | - | - |")
     print(f"| index seconds/instance (median, incl. prepare) | {median('index_seconds'):.2f} | - | - |")
     print(f"| prepare seconds/instance (median, documents cached) | {median('prepare_seconds'):.2f} | - | - |")

@@ -84,12 +84,15 @@ def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
 
 def hits(case: Instance, params: Params) -> tuple[int, ...]:
     """Hit or miss at each of `METRICS`: `rank` with these weights, as matrix arithmetic."""
-    evidence = case.entity @ np.array([params[n] for n in ENTITY_SIGNALS])
+    weights = np.array([params[n] for n in ENTITY_SIGNALS])
+    evidence = case.entity @ weights
+    present = (case.entity > 0) @ (weights > 0) > 0
     best = np.zeros(len(case.file_order))
     np.maximum.at(best, case.entity_file, evidence)
     prior = np.where(case.peripheral, params["peripheral_prior"], 1.0)
     files = (case.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
     totals = (evidence + params["file_to_entity"] * files[case.entity_file]) * prior[case.entity_file]
+    totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
     )

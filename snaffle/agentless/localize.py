@@ -630,11 +630,12 @@ def rank(
 def _evidence(
     entity_signals: Mapping[str, Scores], weights: Mapping[str, float]
 ) -> tuple[Scores, dict[Entity, list[str]]]:
-    """Per entity (not module), the weighted sum of its signals and the names of those that fired."""
+    """Per entity (not module), the weighted sum of its signals and the names of those that fired; a signal
+    weighted 0 takes no part (its entities are not candidates on its account)."""
     evidence: Scores = defaultdict(float)
     fired: dict[Entity, list[str]] = defaultdict(list)
     for name, scores in entity_signals.items():
-        for entity, value in scores.items():
+        for entity, value in scores.items() if weights[name] > 0 else ():
             if entity.qualname and value > 0:
                 evidence[entity] += weights[name] * value
                 fired[entity].append(name)
