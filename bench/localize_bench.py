@@ -48,7 +48,9 @@ def main() -> int:
     results = []
     cold_left: dict[str, int] = {}
     for row in rows:
-        result = cached(row, args) or measure(row, args, cold_left)
+        result = cached(row, args)
+        if result is None and not args.cached_only:
+            result = measure(row, args, cold_left)
         if result is not None:
             results.append(result)
             if args.jsonl:
@@ -70,6 +72,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
     parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
     parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
+    parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     return parser.parse_args()
