@@ -44,7 +44,8 @@ HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 def main() -> int:
     args = parse_args()
     rows = [r for r in load(args.instances) if re.search(args.repo_filter, r["repo"])]
-    rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None][: args.limit or None]
+    rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None]
+    rows = spread_per_repo(rows, args.per_repo)[: args.limit or None]
     results = []
     cold_left: dict[str, int] = {}
     for row in rows:
@@ -62,6 +63,18 @@ def main() -> int:
     return 0
 
 
+def spread_per_repo(rows: list[Row], count: int) -> list[Row]:
+    """At most `count` instances of each repository, evenly spaced through its list (0: all)."""
+    if count <= 0:
+        return rows
+    kept: list[Row] = []
+    for repo in dict.fromkeys(r["repo"] for r in rows):
+        mine = [r for r in rows if r["repo"] == repo]
+        step = max(1, len(mine)) / min(count, len(mine))
+        kept.extend(mine[int(i * step)] for i in range(min(count, len(mine))))
+    return kept
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=Path, default=DEV_SET)
@@ -69,6 +82,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=Path("/tmp/snaffle-bench/worktrees"))
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--repo-filter", default=".")
+    parser.add_argument("--per-repo", type=int, default=0, help="at most N instances per repository, spread out")
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
     parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
     parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
