@@ -54,14 +54,14 @@ def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
     """The matrices of one cached bench record; `peripheral(path)` is the localizer's own test."""
     entity_signals: Mapping[str, Mapping[str, float]] = record["entity_signals"]
     file_signals: Mapping[str, Mapping[str, float]] = record["file_signals"]
-    selectors = sorted({s for scores in entity_signals.values() for s, v in scores.items() if v > 0})
+    selectors = sorted({s for scores in entity_signals.values() for s, v in scores.items() if v > 0 and "::" in s})
     paths = sorted({s.split("::")[0] for s in selectors} | {p for scores in file_signals.values() for p in scores})
     file_number = {p: i for i, p in enumerate(paths)}
     entity_number = {s: i for i, s in enumerate(selectors)}
     entity = np.zeros((len(selectors), len(ENTITY_SIGNALS)))
     for column, name in enumerate(ENTITY_SIGNALS):
         for selector, value in entity_signals.get(name, {}).items():
-            if value > 0:
+            if value > 0 and "::" in selector:  # modules are ranked as files, not as entities
                 entity[entity_number[selector], column] = value
     file = np.zeros((len(paths), len(FILE_SIGNALS)))
     for column, name in enumerate(FILE_SIGNALS):
