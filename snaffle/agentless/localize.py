@@ -1,9 +1,11 @@
 """Deterministic localization, zero model tokens: named scorers with weights from data, summed per entity.
 
-Entity scorers: traceback frames, identifiers matched to entity names (and optionally the methods of named classes
-and the functions named entities call), BM25F over entity documents, verbatim quotes of messages and code, and
-Ochiai SBFL from per-test coverage when a failing test is given. File scorers: paths and dotted modules named in the
-issue, imports of the tests it names, BM25F over whole files. Test files are never candidates.
+Entity scorers: traceback frames (by file and function name), identifiers matched to entity names, qualified names
+resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
+them), the methods of named classes, the def/ref graph around named entities (callees, callers, a personalized
+PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is
+given. File scorers: paths and dotted modules named in the issue, imports of the tests it names, BM25F over whole
+files, the files that named files import. Test files are never candidates.
 """
 
 from __future__ import annotations
