@@ -13,24 +13,28 @@ Gold = the files and the functions/methods the gold `patch` touches (old-side li
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
+import hashlib
 import json
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import tomllib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
+from localize_fit import METRICS, UNFIT, fit, hits, instance, leave_one_repo_out, neutral, rates, start
 
 from snaffle.agentless import facts
-from snaffle.agentless.issue_text import tokenize
-from snaffle.agentless.localize import Localizer
+from snaffle.agentless.issue_text import parse_issue, tokenize
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights, is_peripheral
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
@@ -44,17 +48,35 @@ HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 def main() -> int:
     args = parse_args()
     rows = [r for r in load(args.instances) if re.search(args.repo_filter, r["repo"])]
-    rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None][: args.limit or None]
+    rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None]
+    rows = spread_per_repo(rows, args.per_repo)[: args.limit or None]
     results = []
+    cold_left: dict[str, int] = {}
     for row in rows:
-        result = measure(row, args)
+        result = cached(row, args)
+        if result is None and not args.cached_only:
+            result = measure(row, args, cold_left)
         if result is not None:
             results.append(result)
             if args.jsonl:
                 with args.jsonl.open("a", encoding="utf-8") as out:
                     out.write(json.dumps({"instance_id": row["instance_id"], **result}, default=sorted) + "\n")
     print_table(results)
+    if args.cv and results:
+        print_cv(results)
     return 0
+
+
+def spread_per_repo(rows: list[Row], count: int) -> list[Row]:
+    """At most `count` instances of each repository, evenly spaced through its list (0: all)."""
+    if count <= 0:
+        return rows
+    kept: list[Row] = []
+    for repo in dict.fromkeys(r["repo"] for r in rows):
+        mine = [r for r in rows if r["repo"] == repo]
+        step = max(1, len(mine)) / min(count, len(mine))
+        kept.extend(mine[int(i * step)] for i in range(min(count, len(mine))))
+    return kept
 
 
 def parse_args() -> argparse.Namespace:
@@ -64,10 +86,39 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=Path("/tmp/snaffle-bench/worktrees"))
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--repo-filter", default=".")
+    parser.add_argument("--per-repo", type=int, default=0, help="at most N instances per repository, spread out")
     parser.add_argument("--jsonl", type=Path, help="append each instance's rankings, gold and timings here")
     parser.add_argument("--execute", action="store_true", help="also rank with the issue snippets' execution signals")
     parser.add_argument("--snippet-python", help="with --execute: the interpreter (a venv's python) running snippets")
+    parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
+    parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
+    parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
+    parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     return parser.parse_args()
+
+
+@functools.cache
+def fingerprint() -> str:
+    """What a cached record depends on: the localizer's and the index's code, and the signal-level constants."""
+    package = Path(__file__).resolve().parents[1] / "snaffle"
+    digest = hashlib.sha1()
+    for path in sorted([*(package / "agentless").glob("*.py"), *(package / "index").glob("*.py")]):
+        digest.update(path.name.encode() + path.read_bytes())
+    tables = tomllib.loads((package / "data" / "localize.toml").read_text(encoding="utf-8"))
+    digest.update(json.dumps({k: v for k, v in tables.items() if k != "weights"}, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def cached(row: Row, args: argparse.Namespace) -> Row | None:
+    """The instance's record from --cache, when it was computed by the same code."""
+    if args.cache is None:
+        return None
+    path = args.cache / f"{row['instance_id']}.json"
+    if not path.exists():
+        return None
+    record: Row = json.loads(path.read_text(encoding="utf-8"))
+    return record if record.get("fingerprint") == fingerprint() else None
 
 
 def load(path: Path) -> list[Row]:
@@ -146,10 +197,13 @@ def touched_lines(patch: str) -> Iterator[tuple[str, list[int]]]:
         yield path, lines
 
 
-def measure(row: Row, args: argparse.Namespace) -> Row | None:
+def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Row | None:
+    """Index (warm: the bench's cache), rank with the packaged weights, and keep every signal for the fit."""
     repo = checkout(row, args)
     if repo is None:
         return None
+    cold = cold_seconds(repo) if cold_left.setdefault(row["repo"], args.cold) > 0 else None
+    cold_left[row["repo"]] -= 1
     started = time.monotonic()
     index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
     index.build()
@@ -159,53 +213,63 @@ def measure(row: Row, args: argparse.Namespace) -> Row | None:
     gold_files, gold_entities = gold(str(row["patch"]), index)
     if not gold_files:
         return None
+    issue = str(row["problem_statement"])
     started = time.monotonic()
-    result = localizer.localize(str(row["problem_statement"]), top=10)
+    result = localizer.localize(issue, top=10)
     elapsed = time.monotonic() - started
+    signals = localizer.signals(parse_issue(issue), every=True)
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()
-    baseline = bm25_files(index, repo, str(row["problem_statement"]))
+    baseline = bm25_files(index, repo, issue) if args.baseline else []
     baseline_elapsed = time.monotonic() - baseline_started
     hits = f"file@5={hit(files, gold_files, 5)} entity@10={hit(entities, gold_entities, 10)}"
     executed = execute(row, repo, index, localizer, args) if args.execute else {}
     if executed:
         hits += f" exec: entity@1={hit(executed['exec_entities'], gold_entities, 1)} +{executed['exec_seconds']:.1f}s"
-    baseline_hits = f"bm25-file@5={hit(baseline, gold_files, 5)}"
     times = f"index={indexed:.1f}s (prepare {prepared:.1f}s) localize={elapsed:.2f}s"
-    print(f"{row['instance_id']}: {hits} {baseline_hits} {times}", flush=True)
-    return {
+    cold_text = f" cold={cold:.1f}s" if cold is not None else ""
+    print(f"{row['instance_id']}: {hits} bm25-file@5={hit(baseline, gold_files, 5)} {times}{cold_text}", flush=True)
+    record = {
+        "instance_id": row["instance_id"],
+        "repo": row["repo"],
+        "fingerprint": fingerprint(),
         "files": files,
         "entities": entities,
         "baseline": baseline,
-        "gold_files": gold_files,
-        "gold_entities": gold_entities,
+        "gold_files": sorted(gold_files),
+        "gold_entities": sorted(gold_entities),
         "seconds": elapsed,
         "baseline_seconds": baseline_elapsed,
         "index_seconds": indexed,
         "prepare_seconds": prepared,
+        "cold_seconds": cold,
+        "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
+        "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
         **executed,
     }
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        (args.cache / f"{row['instance_id']}.json").write_text(json.dumps(record), encoding="utf-8")
+    return record
 
 
-@dataclass(frozen=True)
-class SnippetSandbox(Sandbox):
-    """The sandbox with another interpreter for the snippets (snaffle itself runs the one `Sandbox.python` names)."""
-
-    interpreter: str = ""
-
-    @property
-    def python(self) -> str:
-        return self.interpreter or super().python
+def cold_seconds(repo: Path) -> float:
+    """Index and prepare with an empty cache (a repository never seen), then one issue: the cold cost."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="snaffle-cold-") as scratch:
+        index = RepoIndex(repo, cache_dir=Path(scratch))
+        index.build()
+        Localizer(index).prepare()
+    return time.monotonic() - started
 
 
 def snippet_sandbox(scratch: Path, python: str | None) -> Sandbox:
-    box = Sandbox.create(scratch)
+    """The sandbox, with another interpreter (and its prefixes, read-only) for the snippets when one is given."""
     if not python:
-        return box
+        return Sandbox.create(scratch)
     prefixes = {Path(python).parent.parent, Path(python).resolve().parent.parent}
-    readable = (*box.readable, *sorted(p.resolve() for p in prefixes))
-    return SnippetSandbox(box.scratch, box.env, box.mode, readable, interpreter=python)
+    return Sandbox.create(scratch, python=python, python_paths=tuple(sorted(p.resolve() for p in prefixes)))
 
 
 def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: argparse.Namespace) -> Row:
@@ -236,7 +300,8 @@ def bm25_files(index: RepoIndex, repo: Path, issue: str) -> list[str]:
     return [paths[i] for i in np.argsort(-scores)[:10]]
 
 
-def hit(ranked: list[str], gold_set: set[str], k: int) -> int:
+def hit(ranked: list[str], gold_set: Iterable[str], k: int) -> int:
+    gold_set = set(gold_set)
     return int(bool(gold_set) and bool(set(ranked[:k]) & gold_set))
 
 
@@ -260,12 +325,77 @@ def print_table(results: list[Row]) -> None:
     for k in (1, 5, 10):
         print(f"| entity hit@{k} | {rate('entities', 'gold_entities', k):.1f}% | - | - |")
     ours_s, base_s = median("seconds"), median("baseline_seconds")
-    print(f"| seconds/instance (median, after indexing) | {ours_s:.2f} | {base_s:.2f} | {ours_s / base_s:.2f} |")
+    ratio = f"{ours_s / base_s:.2f}" if base_s > 1e-3 else "-"
+    print(f"| seconds/instance (median, after indexing) | {ours_s:.2f} | {base_s:.2f} | {ratio} |")
     print(f"| seconds/instance (max, after indexing) | {max(float(r['seconds']) for r in results):.2f} | - | - |")
     print(f"| index seconds/instance (median, incl. prepare) | {median('index_seconds'):.2f} | - | - |")
     print(f"| prepare seconds/instance (median, documents cached) | {median('prepare_seconds'):.2f} | - | - |")
+    cold = [float(r["cold_seconds"]) for r in results if r.get("cold_seconds") is not None]
+    if cold:
+        print(
+            f"| cold index + prepare seconds (median of {len(cold)}, max) | {statistics.median(cold):.2f}, "
+            f"{max(cold):.2f} | - | - |"
+        )
+    warm = [float(r["index_seconds"]) + float(r["seconds"]) for r in results]
+    print(f"| warm seconds/instance (median: index from cache + localize) | {statistics.median(warm):.2f} | - | - |")
     if "exec_entities" in results[0]:
         print_execution(results, rate)
+
+
+def localized_hits(record: Row) -> tuple[int, ...]:
+    """The hits of the ranking `Localizer.localize` returned, in the order of `METRICS`."""
+    files, entities = record["files"], record["entities"]
+    gold_files, gold_entities = record["gold_files"], record["gold_entities"]
+    return (*(hit(files, gold_files, k) for k in (1, 3, 5)), *(hit(entities, gold_entities, k) for k in (1, 5, 10)))
+
+
+def print_cv(results: list[Row]) -> None:
+    """In-sample and leave-one-repository-out figures, then each signal's ablation (refit without it). Every fit
+    starts from the same neutral weights, so no figure leans on weights once tuned on the held-out repository."""
+    cases = [instance(r, is_peripheral) for r in results]
+    packaged = start(Weights.load())
+    agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
+    print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
+    initial = neutral(packaged)
+    full = leave_one_repo_out(cases, initial)
+    fitted = fit(cases, initial)
+    columns = " | ".join(METRICS)
+    print(f"\n| weights ({len(cases)} instances) | {columns} |\n" + "|---" * (len(METRICS) + 1) + "|")
+    rows = [("packaged, in-sample", rates(cases, packaged)), ("neutral start, no fit", rates(cases, initial))]
+    rows += [("fitted on all, in-sample", rates(cases, fitted)), ("**leave-one-repo-out**", full["rates"])]
+    for name, measured in rows:
+        print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |")
+    print_folds(cases, full)
+    print_ablations(cases, initial, full)
+    print("\nfitted on all instances (judge by the leave-one-repo-out row above):")
+    print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+
+
+def print_folds(cases: list[Any], full: Row) -> None:
+    """Each held-out repository's figures, and how far the fitted weights move between folds."""
+    print("\n| held-out repo | n | file@5 | entity@10 | entity@1 |\n|---|---|---|---|---|")
+    for repo, measured in full["per_repo"].items():
+        n = sum(c.repo == repo for c in cases)
+        figures = " | ".join(f"{measured[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
+        print(f"| {repo} | {n} | {figures} |")
+    folds = list(full["fitted"].values())
+    spread = ", ".join(f"{n} {min(f[n] for f in folds):g}..{max(f[n] for f in folds):g}" for n in folds[0])
+    print(f"\nfitted weights across folds (min..max): {spread}")
+
+
+def print_ablations(cases: list[Any], initial: dict[str, float], full: Row) -> None:
+    """Per signal, leave-one-repo-out with it held at 0; a signal no fold turned on is not refit."""
+    header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
+    print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
+    base = full["rates"]
+    for signal in (s for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT):
+        if all(fold[signal] == 0 for fold in full["fitted"].values()):
+            print(f"| {signal} | (0 in every fold) | | | +0.0 | +0.0 | +0.0 |")
+            continue
+        ablated = leave_one_repo_out(cases, {**initial, signal: 0.0}, frozen=(signal,))["rates"]
+        deltas = " | ".join(f"{ablated[m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
+        figures = " | ".join(f"{ablated[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
+        print(f"| {signal} | {figures} | {deltas} |", flush=True)
 
 
 def print_execution(results: list[Row], rate: Any) -> None:

@@ -1,9 +1,11 @@
 """Deterministic localization, zero model tokens: named scorers with weights from data, summed per entity.
 
-Entity scorers: traceback frames, identifiers matched to entity names (and optionally the methods of named classes
-and the functions named entities call), BM25F over entity documents, verbatim quotes of messages and code, and
-Ochiai SBFL from per-test coverage when a failing test is given. File scorers: paths and dotted modules named in the
-issue, imports of the tests it names, BM25F over whole files. Test files are never candidates.
+Entity scorers: traceback frames (by file and function name), identifiers matched to entity names, qualified names
+resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
+them), the methods of named classes, the def/ref graph around named entities (callees, callers, a personalized
+PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is
+given. File scorers: paths and dotted modules named in the issue, imports of the tests it names, BM25F over whole
+files, the files that named files import. Test files are never candidates.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,7 +25,8 @@ import numpy as np
 
 from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
-from snaffle.agentless.issue_text import IssueFacts, parse_issue, tokenize
+from snaffle.agentless.graph import RefGraph, pagerank
+from snaffle.agentless.issue_text import Frame, IssueFacts, parse_issue, tokenize
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
@@ -42,7 +45,14 @@ BM25_FILE_TOP = 50
 QUOTE_MAX_FILES = 3
 """A quote found in more files than this is boilerplate, not a pointer."""
 CALLEE_SEEDS = 5
-"""The named entities whose callees get a share of their score."""
+"""The named entities whose callees (and callers) get a share of their score."""
+PAGERANK_SEEDS = 10
+"""The named entities the PageRank restarts at."""
+FRAME_NAME_MISS = 0.5
+"""A frame whose function is not defined in its file counts this much at the entity of its line."""
+RAISE_WINDOW = 3
+"""Lines before a quoted message within which a `raise` or warning makes it the raised text."""
+RAISE_MARKERS = ("raise ", "warn(", "warnings.warn", "Error(", "Exception(")
 PERIPHERAL_DIRS = frozenset(
     "doc docs documentation example examples gallery tutorials scripts script tools bin benchmarks benchmark "
     "asv_bench bench ci dev devtools release".split()
@@ -83,8 +93,22 @@ class Localization:
 
 EXECUTION_SIGNALS = ("raised", "executed")
 """From running the issue's snippets (agentless/facts.py): the raising repo frames, the entities they ran."""
-ENTITY_SIGNALS = ("traceback", "identifier", "bm25", "quote", "member", "callee", "sbfl", *EXECUTION_SIGNALS)
-FILE_SIGNALS = ("path_mention", "test_import", "bm25_file")
+ENTITY_SIGNALS = (
+    "traceback",
+    "identifier",
+    "qualified",
+    "bm25",
+    "quote",
+    "raises",
+    "member",
+    "callee",
+    "caller",
+    "pagerank",
+    "test_callee",
+    "sbfl",
+    *EXECUTION_SIGNALS,
+)
+FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported")
 WEIGHTS_FILE = "localize.toml"
 
 
@@ -164,6 +188,7 @@ class Localizer:
         self.index = index
         self.weights = weights or Weights.load()
         self._tables: Tables | None = None
+        self._graph: RefGraph | None = None
 
     def prepare(self, store: DocumentStore | None = None) -> Localizer:
         """The per-repository work, done once: every non-test file's documents (cached by content hash next to
@@ -202,6 +227,14 @@ class Localizer:
         assert self._tables is not None
         return self._tables
 
+    @property
+    def graph(self) -> RefGraph:
+        """The def/ref graph of the candidates (built on first use: only graph signals need it)."""
+        if self._graph is None:
+            tables = self.tables
+            self._graph = RefGraph([self.index.entities(p) for p in tables.paths], tables.documents)
+        return self._graph
+
     def localize(
         self, issue: str, sbfl: Scores | None = None, top: int = TOP, execution: Mapping[str, Scores] | None = None
     ) -> Localization:
@@ -213,38 +246,117 @@ class Localizer:
         files, entities = rank(found, self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
-    def signals(self, facts: IssueFacts, sbfl: Scores | None = None) -> Signals:
-        """Every weighted scorer's output for one issue (a scorer weighted 0 is not run)."""
+    def signals(self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False) -> Signals:
+        """Every weighted scorer's output for one issue (a scorer weighted 0 is not run, unless `every`: the
+        bench fits weights to all of them)."""
+        run = _always if every else self._weighted
         entity = {
             "traceback": self.traceback(facts),
             "identifier": (identified := self.identifier(facts)),
             "bm25": self.bm25(facts),
-            "quote": self.quote(facts) if self._weighted("quote") else {},
+            "quote": self.quote(facts) if run("quote") else {},
             "sbfl": sbfl or {},
         }
-        if self._weighted("member"):
+        if run("qualified"):
+            entity["qualified"] = self.qualified(facts)
+        if run("raises"):
+            entity["raises"] = self.raises(facts)
+        if run("member"):
             entity["member"] = self.member(identified)
-        if self._weighted("callee"):
+        if run("callee"):
             entity["callee"] = self.callee(identified)
+        if run("caller"):
+            entity["caller"] = self.caller(identified)
+        if run("pagerank"):
+            entity["pagerank"] = self.pagerank({**identified, **entity["traceback"]})
+        if run("test_callee"):
+            entity["test_callee"] = self.test_callee(facts)
         file = {
-            "path_mention": self.path_mention(facts),
+            "path_mention": (mentioned := self.path_mention(facts)),
             "test_import": self.test_import(facts),
             "bm25_file": self.bm25_file(facts),
         }
+        if run("imported"):
+            file["imported"] = self.imported(mentioned, {**identified, **entity["traceback"]})
         return Signals(entity, file)
 
     def _weighted(self, signal: str) -> bool:
         return self.weights.weights[signal] > 0
 
     def traceback(self, facts: IssueFacts) -> Scores:
-        """Frames mapped to repo files; the innermost frame in the repo scores 1, outer ones decay."""
+        """Frames mapped to repo files and, within a file, to the entity of the frame's function name; the
+        innermost frame in the repo scores 1, outer ones decay."""
         decay = self.weights.tuning.traceback_decay
         scores: Scores = {}
         in_repo = [(found, f) for f in facts.frames if (found := self.printed_path(f.path))]
         for depth, ((path, sure), frame) in enumerate(reversed(in_repo)):
-            entity = innermost(self.index.entities(path), frame.line - 1)
+            entity, named = frame_entity(self.index.entities(path), frame)
             if entity is not None and not is_test_file(path):
-                scores[entity] = max(scores.get(entity, 0.0), sure * decay**depth)
+                value = sure * decay**depth * (1.0 if named else FRAME_NAME_MISS)
+                scores[entity] = max(scores.get(entity, 0.0), value)
+        return scores
+
+    def qualified(self, facts: IssueFacts) -> Scores:
+        """Dotted names that resolve to a module and a qualname in it (`pkg.mod.Class.meth`): that one entity."""
+        scores: Scores = {}
+        for dotted in (i for i in facts.code_identifiers + facts.prose_identifiers if "." in i):
+            if entity := self.resolve_dotted(dotted):
+                scores[entity] = 1.0
+        return scores
+
+    def resolve_dotted(self, dotted: str) -> Entity | None:
+        """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file."""
+        parts = dotted.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            stem = "/".join(parts[:end])
+            for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
+                path = self.repo_path(candidate)
+                if path and path.endswith(candidate) and not is_test_file(path):
+                    qualname = ".".join(parts[end:])
+                    found = [e for e in self.index.entities(path) if e.qualname.split("@")[0] == qualname]
+                    if found:
+                        return found[0]
+        return None
+
+    def raises(self, facts: IssueFacts) -> Scores:
+        """Quoted messages found verbatim where the code raises or warns (within `RAISE_WINDOW` lines before
+        the text): the entity that produced the error the issue shows."""
+        scores: Scores = {}
+        sources: dict[str, str] = {}
+        for text in facts.quotes:
+            hits = self._verbatim(text, sources, raising=True)
+            if hits and len({e.path for e in hits}) <= QUOTE_MAX_FILES:
+                for entity in hits:
+                    scores[entity] = min(1.0, scores.get(entity, 0.0) + 1.0 / len(hits))
+        return scores
+
+    def caller(self, named: Scores) -> Scores:
+        """Entities whose bodies reference the entities the issue names most surely (a bug shown at a helper
+        often lives in the code that calls it)."""
+        scores: Scores = {}
+        seeds = sorted(named.items(), key=lambda pair: (-pair[1], pair[0].selector))[:CALLEE_SEEDS]
+        for seed, strength in seeds:
+            for entity, share in self.graph.callers(seed):
+                scores[entity] = max(scores.get(entity, 0.0), strength * share)
+        return scores
+
+    def pagerank(self, seeds: Scores) -> Scores:
+        """Personalized PageRank over the def/ref graph from the entities the issue names or its frames hit."""
+        top = dict(sorted(seeds.items(), key=lambda pair: (-pair[1], pair[0].selector))[:PAGERANK_SEEDS])
+        return {e: v for e, v in pagerank(self.graph, top).items() if e not in top}
+
+    def test_callee(self, facts: IssueFacts) -> Scores:
+        """The definitions called by the test functions the issue names (`test_foo` in a test file)."""
+        names = {i.rsplit(".", 1)[-1].split("::")[-1] for i in facts.code_identifiers + facts.prose_identifiers}
+        names = {n for n in names if n.startswith("test")}
+        scores: Scores = {}
+        for path in (p for p in self.index.files() if is_test_file(p)) if names else ():
+            for test in (e for e in self.index.entities(path) if e.qualname and e.name in names):
+                body = self.index.source(path)[test.start_byte : test.end_byte].decode("utf-8", "replace")
+                for term in set(tokenize(body)):
+                    targets = self.graph.definitions.get(term, [])
+                    for target in targets:
+                        scores[target] = max(scores.get(target, 0.0), 1.0 / len(targets))
         return scores
 
     def identifier(self, facts: IssueFacts) -> Scores:
@@ -326,8 +438,9 @@ class Localizer:
                 scores[entity] = min(1.0, scores.get(entity, 0.0) + 1.0 / len(hits))
         return scores
 
-    def _verbatim(self, text: str, sources: dict[str, str]) -> set[Entity]:
-        """Entities (not modules) whose lines hold `text`; files lacking any of its words are not read."""
+    def _verbatim(self, text: str, sources: dict[str, str], raising: bool = False) -> set[Entity]:
+        """Entities (not modules) whose lines hold `text` (when `raising`, only after a raise or a warn);
+        files lacking any of its words are not read."""
         terms = set(tokenize(text))
         tables = self.tables
         found: set[Entity] = set()
@@ -339,7 +452,7 @@ class Localizer:
             source, start = sources[path], 0
             while (start := sources[path].find(text, start)) >= 0:
                 owner = innermost(self.index.entities(path), source.count("\n", 0, start))
-                if owner is not None and owner.qualname:
+                if owner is not None and owner.qualname and (not raising or _raised(source, start)):
                     found.add(owner)
                 start += len(text)
         return found
@@ -380,6 +493,20 @@ class Localizer:
                     scores[path] = 1.0
         return scores
 
+    def imported(self, mentioned: FileScores, named: Scores) -> FileScores:
+        """The import graph one step out: repository files imported by the files the issue names or points
+        into (its frames, its named entities), a seed's strength shared over what it imports."""
+        seeds: FileScores = dict(mentioned)
+        for entity, value in sorted(named.items(), key=lambda pair: (-pair[1], pair[0].selector))[:CALLEE_SEEDS]:
+            seeds[entity.path] = max(seeds.get(entity.path, 0.0), min(1.0, value))
+        scores: FileScores = {}
+        for seed, strength in seeds.items():
+            targets = {p for m in imported_modules(self.index.source(seed)) if (p := self.module_path(m))}
+            targets = {p for p in targets if p != seed and not is_test_file(p)}
+            for target in targets:
+                scores[target] = max(scores.get(target, 0.0), strength / math.sqrt(len(targets)))
+        return scores
+
     def repo_path(self, printed: str) -> str | None:
         """The repo file a printed path refers to: the longest matching suffix of path components."""
         found = self.printed_path(printed)
@@ -409,6 +536,36 @@ class Localizer:
                     if path.endswith(candidate):
                         return path
         return None
+
+
+def frame_entity(entities: Sequence[Entity], frame: Frame) -> tuple[Entity | None, bool]:
+    """The entity a frame ran in, and whether its name says so: the innermost entity at the frame's line when
+    its name is the frame's function, else the nearest definition of that name in the file (the printed line
+    comes from another version of the code), else the line's entity, unconfirmed."""
+    at_line = innermost(entities, frame.line - 1)
+    function = frame.function.rsplit(".", 1)[-1]
+    if not function or function.startswith("<"):
+        return at_line, True
+    if at_line is not None and at_line.name == function:
+        return at_line, True
+    named = [e for e in entities if e.qualname and e.name == function]
+    if named:
+        return min(named, key=lambda e: (abs(e.start_line - (frame.line - 1)), e.start_line)), True
+    return at_line, False
+
+
+def _raised(source: str, offset: int) -> bool:
+    """Whether a raise or a warning call starts within `RAISE_WINDOW` lines before `offset`."""
+    line_start = source.rfind("\n", 0, offset) + 1
+    window_start = line_start
+    for _ in range(RAISE_WINDOW):
+        window_start = source.rfind("\n", 0, max(window_start - 1, 0)) + 1
+    window = source[window_start:offset]
+    return any(marker in window for marker in RAISE_MARKERS)
+
+
+def _always(_signal: str) -> bool:
+    return True
 
 
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
@@ -485,11 +642,12 @@ def rank(
 def _evidence(
     entity_signals: Mapping[str, Scores], weights: Mapping[str, float]
 ) -> tuple[Scores, dict[Entity, list[str]]]:
-    """Per entity (not module), the weighted sum of its signals and the names of those that fired."""
+    """Per entity (not module), the weighted sum of its signals and the names of those that fired; a signal
+    weighted 0 takes no part (its entities are not candidates on its account)."""
     evidence: Scores = defaultdict(float)
     fired: dict[Entity, list[str]] = defaultdict(list)
     for name, scores in entity_signals.items():
-        for entity, value in scores.items():
+        for entity, value in scores.items() if weights[name] > 0 else ():
             if entity.qualname and value > 0:
                 evidence[entity] += weights[name] * value
                 fired[entity].append(name)
