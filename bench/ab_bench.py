@@ -85,6 +85,11 @@ class BenchTask:
     replace: str
     issue: str
     test: str
+    split: str = "dev"
+    """`dev` (mechanisms and prompts are chosen on it) or `test` (reported beside it, never tuned on)."""
+
+
+SPLITS = ("dev", "test")
 
 
 @dataclass(frozen=True)
@@ -116,12 +121,21 @@ def load_tasks(path: Path = TASKS_FILE) -> list[BenchTask]:
                 raw["replace"],
                 raw["issue"].strip() + "\n",
                 raw["test"].lstrip(),
+                task_split(raw),
             )
         )
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate task ids in the task data")
     return tasks
+
+
+def task_split(raw: dict[str, Any]) -> str:
+    """The task's split; every task names one of `SPLITS`."""
+    split = str(raw.get("split", ""))
+    if split not in SPLITS:
+        raise ValueError(f"task {raw['id']}: split {split!r}; want one of {', '.join(SPLITS)}")
+    return split
 
 
 def plant(text: str, search: str, replace: str, where: str) -> str:
@@ -532,8 +546,8 @@ def per_task(rows: Iterable[Row], order: Sequence[str]) -> str:
 # ---- main --------------------------------------------------------------------------------------------------------
 
 
-def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int) -> list[BenchTask]:
-    chosen = [t for t in tasks if re.search(pattern, t.id)]
+def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int, split: str = "all") -> list[BenchTask]:
+    chosen = [t for t in tasks if re.search(pattern, t.id) and split in ("all", t.split)]
     return chosen[: limit or None]
 
 
@@ -548,6 +562,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
     parser.add_argument("--tasks", default="", help="regex over task ids")
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--split", default="dev", choices=("all", *SPLITS), help="which tasks (default dev)")
     parser.add_argument("--model-size", default="1.5b")
     parser.add_argument("--base-url", help="use a running server instead of starting the embedded model")
     parser.add_argument("--model", default="local", help="model name with --base-url")
@@ -589,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+given-test")
     order = [v.label for v in variants]
     path = results_path(args)
-    tasks = select_tasks(load_tasks(), args.tasks, args.limit)
+    tasks = select_tasks(load_tasks(), args.tasks, args.limit, args.split)
     if not args.report_only:
         with endpoint(args) as (base_url, model), replaying(args, base_url) as proxy:
             bench = Bench(
