@@ -16,7 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.config import PipelineConfig, decode_config
+from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, test_evidence
+from snaffle.agentless.feedback import decode_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -24,10 +26,12 @@ from snaffle.agentless.validate import (
     CandidatePatch,
     TestOutcomes,
     changed_lines,
+    evidence_against,
     normalized_key,
     related_tests,
     run_tests,
     select,
+    vetoed,
 )
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
@@ -82,6 +86,8 @@ class Pipeline:
         self.related: list[str] = []
         self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
+        self.evidence: list[Evidence] = []
+        """What reproduced the issue on the original tree: feedback rounds and validation ask it of patches."""
 
     @property
     def deadline(self) -> float | None:
@@ -115,6 +121,10 @@ class Pipeline:
         self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
         if chosen is None:
             return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
+        veto = vetoed(chosen, self.config.evidence_veto)
+        if veto is not None:
+            self.stage("veto", "not submitted", sample=chosen.sample, against=list(chosen.against))
+            return self.outcome("no_valid_patch", veto)
         self.workspace.apply(chosen.patch)  # into the run's private copy; `solve --apply` alone writes the user's tree
         evidence = "tests show the fix" if chosen.evidenced else "no test shows the fix; nothing it touches broke"
         status = "validated" if chosen.evidenced else "submitted"
@@ -128,6 +138,7 @@ class Pipeline:
         self.stage("regression_baseline", summary, files=self.related)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
+        self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
 
     def reproduction(self, context: RepairContext) -> None:
         """Ask once for a test reproducing the issue; keep it only if it fails (not errors) on the original."""
@@ -160,9 +171,11 @@ class Pipeline:
         limits = self.remaining_limits()
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
-        model = OpenAIModel(
-            replace(self.model, temperature=temperature), deadline=self.deadline, on_retry=self.retry_logger(number)
+        context = context.focused(number) if self.config.one_entity else context
+        decoded = decode_model(
+            replace(self.model, temperature=temperature), self.config, decode_config(), context.target_chars
         )
+        model = OpenAIModel(decoded, deadline=self.deadline, on_retry=self.retry_logger(number))
         try:
             outcome = repair_sample(
                 clone,
@@ -174,6 +187,7 @@ class Pipeline:
                 self.pricer,
                 self.config,
                 self.task,
+                self.evidence,
             )
         except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
             self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
@@ -197,6 +211,8 @@ class Pipeline:
         fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
+        others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
+        verdicts = [(v.evidence, v.passed) for v in judge_all(others, clone, self.sandbox)]
         candidate = CandidatePatch(
             number,
             patch,
@@ -207,6 +223,7 @@ class Pipeline:
             reproduces,
             fixed,
             semantic,
+            evidence_against(fixes_failing, reproduces, verdicts) if worth_testing else (),
         )
         self.stage(
             "validate",
@@ -218,6 +235,7 @@ class Pipeline:
             reproduces=reproduces,
             fixed=fixed,
             semantic=candidate.semantic,
+            against=list(candidate.against),
         )
         return candidate
 
