@@ -43,6 +43,7 @@ class TestEvidence:
     name: str
     targets: tuple[str, ...]
     """pytest node ids or paths; a path outside the repository must be visible inside the sandbox."""
+    __test__ = False  # not a pytest test class, whatever its name
 
     def judge(self, clone: Workspace, sandbox: Sandbox) -> Verdict:
         """Run the targets on `clone`; `failure` holds the short lines of what still fails."""

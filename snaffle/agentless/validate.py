@@ -180,7 +180,9 @@ def evidence_against(
 
 
 def vetoed(chosen: CandidatePatch, veto: bool) -> str | None:
-    """Why the chosen patch must not be submitted as a fix (it leaves reproduced evidence failing), or None."""
-    if not veto or not chosen.against:
+    """Why the chosen patch must not be submitted as a fix (it leaves reproduced evidence failing and no test shows
+    it fixes anything), or None. A patch that makes the given failing test or a failing related test pass stands:
+    a weak model's reproduction test can be wrong."""
+    if not veto or not chosen.against or chosen.fixes_failing or chosen.fixed:
         return None
     return f"sample {chosen.sample}'s patch leaves the reproduced failure failing: {', '.join(chosen.against)}"
