@@ -44,7 +44,7 @@ from typing import Any
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
@@ -413,6 +413,8 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         return [
             Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f)) for f in EDIT_FORMATS
         ], "oneshot-rewrite"
+    if args.execution:
+        return [v for arm in arms for v in execution_variants(arm)], arms[0]
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -421,6 +423,19 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
             variants += [arm_variant(arm, Mechanisms().without(name), f"-no-{name}") for name in names]
         return variants, variants[0].label
     return [arm_variant(a) for a in arms], CONTROL if CONTROL in arms else arms[0]
+
+
+def execution_variants(arm: str) -> list[Variant]:
+    """Issue 16's comparison for one arm: today's default (every execution switch off, the arm's plain label, so
+    rows of a run before the switches existed count as it), all switches on (`+exec`), and all on but one."""
+    base = arm_variant(arm)
+    today = replace(base, pipeline=replace(base.pipeline, **dict.fromkeys(EXECUTION_SWITCHES, False)))
+    new = replace(base, label=f"{arm}+exec", pipeline=replace(base.pipeline, **dict.fromkeys(EXECUTION_SWITCHES, True)))
+    ablations = [
+        replace(new, label=f"{new.label}-no-{name}", pipeline=replace(new.pipeline, **{name: False}))
+        for name in EXECUTION_SWITCHES
+    ]
+    return [today, new, *ablations]
 
 
 def ablated_names(spec: str) -> list[str]:
@@ -437,7 +452,9 @@ def ablated_names(spec: str) -> list[str]:
 def results_path(args: argparse.Namespace) -> Path:
     if args.results:
         return Path(args.results)
-    mode = "edit-formats" if args.edit_formats else "ablate" if args.ablate else "arms"
+    mode = (
+        "edit-formats" if args.edit_formats else "ablate" if args.ablate else "execution" if args.execution else "arms"
+    )
     return Path("/tmp/ab_results") / f"{mode}.jsonl"
 
 
@@ -473,7 +490,25 @@ def summarize(rows: Sequence[Row]) -> dict[str, float]:
         "replayed": sum(int(r.get("replayed_calls") or 0) for r in rows),
         "applied_rate": sum(int(r.get("applied_samples") or 0) for r in rows) / samples if samples else float("nan"),
         "out_per_task": statistics.fmean(int(r["output_tokens"]) for r in rows) if rows else 0.0,
+        "out_tps": out_per_second(rows),
     }
+
+
+def out_per_second(rows: Sequence[Row]) -> float:
+    """Output tokens per second of model time (the proxy's recorded seconds, replayed calls included): decode
+    speed as the runs saw it, prefill included; nan without recorded seconds."""
+    seconds = sum(float(r.get("model_s") or 0) for r in rows)
+    return sum(int(r["output_tokens"]) for r in rows) / seconds if seconds else float("nan")
+
+
+def status_line(group: Sequence[Row]) -> str:
+    """Per exit status: how many runs ended so and how many of those patches the hidden test judged right."""
+    counts: dict[str, list[int]] = {}
+    for r in group:
+        seen = counts.setdefault(r["status"], [0, 0])
+        seen[0] += 1
+        seen[1] += bool(r["resolved"])
+    return ", ".join(f"{k} {n} ({right} right)" for k, (n, right) in sorted(counts.items()))
 
 
 RATIO_KEYS = ("resolved", "prompt_tokens", "output_tokens", "calls", "median_wall_s")
@@ -495,7 +530,7 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
     base = sums.get(baseline)
     head = (
         f"{'variant':<42} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
-        f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
+        f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} {'out/s':>6} "
         f"| vs {baseline}: resolved prompt output calls time"
     )
     lines = [head, "-" * len(head)]
@@ -506,13 +541,10 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
             f"{label:<42} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
             f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
             f"{int(s['replayed']):>8} {applied:>8} "
-            f"{s['out_per_task']:>8.0f} | {ratios}"
+            f"{s['out_per_task']:>8.0f} {s['out_tps']:>6.1f} | {ratios}"
         )
     for label, group in groups.items():
-        statuses: dict[str, int] = {}
-        for r in group:
-            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+        lines.append(f"  {label}: {status_line(group)}")
     for speed in speeds[-1:]:
         lines.append(
             f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "
@@ -560,6 +592,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"separated, or all): {', '.join(MECHANISMS)}",
     )
     parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
+    parser.add_argument(
+        "--execution",
+        action="store_true",
+        help="today's default vs all execution switches on (+exec) and one ablation row per switch: "
+        + ", ".join(EXECUTION_SWITCHES),
+    )
+    parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--split", default="dev", choices=("all", *SPLITS), help="which tasks (default dev)")
@@ -602,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+" + Path(args.prompts).name)
     if args.given_test:
         variants, baseline = suffixed(variants, baseline, "+given-test")
+    if args.label:
+        variants, baseline = suffixed(variants, baseline, "+" + args.label)
     order = [v.label for v in variants]
     path = results_path(args)
     tasks = select_tasks(load_tasks(), args.tasks, args.limit, args.split)
