@@ -122,3 +122,15 @@ def test_failure_text_is_short_and_names_its_evidence() -> None:
         "E   assert 1 == 5\nFAILED t.py::x - assert 1 == 5"
     )
     assert closed_fence("```python\nx = 1") == "```python\nx = 1\n```" and closed_fence(RIGHT) == RIGHT
+
+
+def test_prompt_lookup_needs_all_logits_and_is_off_by_default() -> None:
+    from snaffle.model import local
+
+    plain = local.server_command(Path("/m.gguf"), "alias", 8123, 2, 4096)
+    lookup = local.server_command(Path("/m.gguf"), "alias", 8123, 2, 4096, prompt_lookup=True, draft_tokens=7)
+    assert plain[plain.index("--logits_all") + 1] == "false" and "--draft_model" not in plain
+    assert lookup[lookup.index("--logits_all") + 1] == "true"
+    assert lookup[lookup.index("--draft_model") + 1] == "prompt-lookup-decoding"
+    assert lookup[lookup.index("--draft_model_num_pred_tokens") + 1] == "7"
+    assert local.lookup_choice(None) == (False, 10) and local.lookup_choice(True) == (True, 10)
