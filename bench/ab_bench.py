@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cache
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -627,6 +628,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the arm gets the judging test as a committed failing test; labels get +given-test",
     )
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
+    parser.add_argument(
+        "--interleave", action="store_true", help="every variant on a task before the next (splits in turn)"
+    )
+    parser.add_argument("--variants", default="", help="regex over variant labels: run only those")
     parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
     return parser.parse_args(argv)
 
@@ -643,6 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+given-test")
     if args.label:
         variants, baseline = suffixed(variants, baseline, "+" + args.label)
+    variants = [v for v in variants if re.search(args.variants, v.label)]
     order = [v.label for v in variants]
     path = results_path(args)
     tasks = select_tasks(load_tasks(), args.tasks, args.limit, args.split)
@@ -657,7 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 proxy,
                 args.given_test,
             )
-            run_all(bench, variants, tasks, path, args.redo)
+            run_all(bench, variants, tasks, path, args.redo, args.interleave)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
     caps = sorted({json.dumps(r.get("limits"), sort_keys=True) for r in rows if r.get("kind") == "run"})
@@ -668,21 +674,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_all(bench: Bench, variants: Sequence[Variant], tasks: Sequence[BenchTask], path: Path, redo: bool) -> None:
+def run_all(
+    bench: Bench,
+    variants: Sequence[Variant],
+    tasks: Sequence[BenchTask],
+    path: Path,
+    redo: bool,
+    interleave: bool = False,
+) -> None:
     speed = measure_speed(bench.base_url, bench.model)
     append_row(path, speed)
     log(f"server speed: prefill {speed['prefill_tps']} tok/s, decode {speed['decode_tps']} tok/s")
     done = set() if redo else set(latest_runs(load_rows(path)))
-    for variant in variants:
-        for task in tasks:
-            if (variant.label, task.id) in done:
-                continue
+    for variant, task in run_order(variants, tasks, interleave):
+        if (variant.label, task.id) not in done:
             row = run_one(bench, variant, task)
             append_row(path, row)
             log(
                 f"{variant.label} {task.id}: {row['status']} resolved={row['resolved']} "
                 f"out={row['output_tokens']} calls={row['calls']} {row['wall_s']}s"
             )
+
+
+def run_order(
+    variants: Sequence[Variant], tasks: Sequence[BenchTask], interleave: bool
+) -> list[tuple[Variant, BenchTask]]:
+    """Variant by variant; or, interleaved, every variant on a task before the next task (and the splits taken in
+    turn), so a run stopped early still compares the variants on the same tasks."""
+    if not interleave:
+        return [(v, t) for v in variants for t in tasks]
+    by_split = [[t for t in tasks if t.split == s] for s in SPLITS]
+    alternated = [t for group in zip_longest(*by_split) for t in group if t is not None]
+    return [(v, t) for t in alternated for v in variants]
 
 
 class endpoint:

@@ -198,3 +198,14 @@ def test_execution_variants_compare_today_with_every_switch_and_each_ablation() 
     assert all(getattr(new, name) for name in ab.EXECUTION_SWITCHES) and today.one_shot and new.one_shot
     off = variants[2].pipeline
     assert not getattr(off, ab.EXECUTION_SWITCHES[0]) and all(getattr(off, n) for n in ab.EXECUTION_SWITCHES[1:])
+
+
+def test_interleaved_runs_take_every_variant_per_task_and_the_splits_in_turn() -> None:
+    tasks = ab.load_tasks()
+    variants = [ab.arm_variant("agentless-oneshot"), ab.arm_variant("minimal")]
+    order = ab.run_order(variants, tasks, interleave=True)
+    assert len(order) == 2 * len(tasks) and [v.label for v, _ in order[:2]] == ["agentless-oneshot", "minimal"]
+    assert [t.split for _, t in order[::2]][:4] == ["dev", "test", "dev", "test"]
+    assert ab.run_order(variants, tasks, interleave=False)[len(tasks)][0].label == "minimal"
+    args = ab.parse_args(["--execution", "--variants", r"\+exec$"])
+    assert args.variants and args.interleave is False
