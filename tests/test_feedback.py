@@ -134,3 +134,11 @@ def test_prompt_lookup_needs_all_logits_and_is_off_by_default() -> None:
     assert lookup[lookup.index("--draft_model") + 1] == "prompt-lookup-decoding"
     assert lookup[lookup.index("--draft_model_num_pred_tokens") + 1] == "7"
     assert local.lookup_choice(None) == (False, 10) and local.lookup_choice(True) == (True, 10)
+
+
+def test_feedback_rounds_are_data_per_model() -> None:
+    from snaffle.agentless.config import PipelineConfig, model_overrides
+
+    assert model_overrides("Qwen2.5-Coder-1.5B-Instruct-Q4_K_M") == {"feedback_rounds": 2}
+    assert model_overrides("gpt-4o") == {}
+    assert PipelineConfig(feedback_rounds=5).for_model("gpt-4o").feedback_rounds == 5
