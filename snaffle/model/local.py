@@ -246,8 +246,8 @@ def server_command(
     alternate (a worker pool on one server) also resume their own prefix: measured with two alternating
     ~1,000-token conversations on the 0.5B model, 16 of 1,080 tokens evaluated instead of all, 2-4 s per turn
     instead of 16-20 s, same replies. `logits_all` off unless prompt lookup is on: it allocates n_ctx x vocab
-    floats and computes logits for every prompt token. `interrupt_requests` off: otherwise a new request aborts another client's
-    stream.
+    floats and computes logits for every prompt token. `interrupt_requests` off: otherwise a new request aborts
+    another client's stream.
     """
     return [
         *(sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias),
