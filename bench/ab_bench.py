@@ -38,13 +38,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cache
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
@@ -85,6 +86,11 @@ class BenchTask:
     replace: str
     issue: str
     test: str
+    split: str = "dev"
+    """`dev` (mechanisms and prompts are chosen on it) or `test` (reported beside it, never tuned on)."""
+
+
+SPLITS = ("dev", "test")
 
 
 @dataclass(frozen=True)
@@ -116,12 +122,21 @@ def load_tasks(path: Path = TASKS_FILE) -> list[BenchTask]:
                 raw["replace"],
                 raw["issue"].strip() + "\n",
                 raw["test"].lstrip(),
+                task_split(raw),
             )
         )
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate task ids in the task data")
     return tasks
+
+
+def task_split(raw: dict[str, Any]) -> str:
+    """The task's split; every task names one of `SPLITS`."""
+    split = str(raw.get("split", ""))
+    if split not in SPLITS:
+        raise ValueError(f"task {raw['id']}: split {split!r}; want one of {', '.join(SPLITS)}")
+    return split
 
 
 def plant(text: str, search: str, replace: str, where: str) -> str:
@@ -399,6 +414,8 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         return [
             Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f)) for f in EDIT_FORMATS
         ], "oneshot-rewrite"
+    if args.execution:
+        return [v for arm in arms for v in execution_variants(arm)], arms[0]
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -407,6 +424,19 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
             variants += [arm_variant(arm, Mechanisms().without(name), f"-no-{name}") for name in names]
         return variants, variants[0].label
     return [arm_variant(a) for a in arms], CONTROL if CONTROL in arms else arms[0]
+
+
+def execution_variants(arm: str) -> list[Variant]:
+    """Issue 16's comparison for one arm: today's default (every execution switch off, the arm's plain label, so
+    rows of a run before the switches existed count as it), all switches on (`+exec`), and all on but one."""
+    base = arm_variant(arm)
+    today = replace(base, pipeline=replace(base.pipeline, **dict.fromkeys(EXECUTION_SWITCHES, False)))
+    new = replace(base, label=f"{arm}+exec", pipeline=replace(base.pipeline, **dict.fromkeys(EXECUTION_SWITCHES, True)))
+    ablations = [
+        replace(new, label=f"{new.label}-no-{name}", pipeline=replace(new.pipeline, **{name: False}))
+        for name in EXECUTION_SWITCHES
+    ]
+    return [today, new, *ablations]
 
 
 def ablated_names(spec: str) -> list[str]:
@@ -423,7 +453,9 @@ def ablated_names(spec: str) -> list[str]:
 def results_path(args: argparse.Namespace) -> Path:
     if args.results:
         return Path(args.results)
-    mode = "edit-formats" if args.edit_formats else "ablate" if args.ablate else "arms"
+    mode = (
+        "edit-formats" if args.edit_formats else "ablate" if args.ablate else "execution" if args.execution else "arms"
+    )
     return Path("/tmp/ab_results") / f"{mode}.jsonl"
 
 
@@ -459,7 +491,25 @@ def summarize(rows: Sequence[Row]) -> dict[str, float]:
         "replayed": sum(int(r.get("replayed_calls") or 0) for r in rows),
         "applied_rate": sum(int(r.get("applied_samples") or 0) for r in rows) / samples if samples else float("nan"),
         "out_per_task": statistics.fmean(int(r["output_tokens"]) for r in rows) if rows else 0.0,
+        "out_tps": out_per_second(rows),
     }
+
+
+def out_per_second(rows: Sequence[Row]) -> float:
+    """Output tokens per second of model time (the proxy's recorded seconds, replayed calls included): decode
+    speed as the runs saw it, prefill included; nan without recorded seconds."""
+    seconds = sum(float(r.get("model_s") or 0) for r in rows)
+    return sum(int(r["output_tokens"]) for r in rows) / seconds if seconds else float("nan")
+
+
+def status_line(group: Sequence[Row]) -> str:
+    """Per exit status: how many runs ended so and how many of those patches the hidden test judged right."""
+    counts: dict[str, list[int]] = {}
+    for r in group:
+        seen = counts.setdefault(r["status"], [0, 0])
+        seen[0] += 1
+        seen[1] += bool(r["resolved"])
+    return ", ".join(f"{k} {n} ({right} right)" for k, (n, right) in sorted(counts.items()))
 
 
 RATIO_KEYS = ("resolved", "prompt_tokens", "output_tokens", "calls", "median_wall_s")
@@ -481,7 +531,7 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
     base = sums.get(baseline)
     head = (
         f"{'variant':<42} {'resolved':>9} {'prompt tok':>11} {'output tok':>11} {'calls':>6} "
-        f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} "
+        f"{'med time s':>10} {'replayed':>8} {'applied':>8} {'out/task':>8} {'out/s':>6} "
         f"| vs {baseline}: resolved prompt output calls time"
     )
     lines = [head, "-" * len(head)]
@@ -492,13 +542,10 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
             f"{label:<42} {int(s['resolved']):>4}/{int(s['n']):<4} {int(s['prompt_tokens']):>11} "
             f"{int(s['output_tokens']):>11} {int(s['calls']):>6} {s['median_wall_s']:>10.1f} "
             f"{int(s['replayed']):>8} {applied:>8} "
-            f"{s['out_per_task']:>8.0f} | {ratios}"
+            f"{s['out_per_task']:>8.0f} {s['out_tps']:>6.1f} | {ratios}"
         )
     for label, group in groups.items():
-        statuses: dict[str, int] = {}
-        for r in group:
-            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+        lines.append(f"  {label}: {status_line(group)}")
     for speed in speeds[-1:]:
         lines.append(
             f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "
@@ -532,8 +579,8 @@ def per_task(rows: Iterable[Row], order: Sequence[str]) -> str:
 # ---- main --------------------------------------------------------------------------------------------------------
 
 
-def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int) -> list[BenchTask]:
-    chosen = [t for t in tasks if re.search(pattern, t.id)]
+def select_tasks(tasks: Sequence[BenchTask], pattern: str, limit: int, split: str = "all") -> list[BenchTask]:
+    chosen = [t for t in tasks if re.search(pattern, t.id) and split in ("all", t.split)]
     return chosen[: limit or None]
 
 
@@ -546,8 +593,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"separated, or all): {', '.join(MECHANISMS)}",
     )
     parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
+    parser.add_argument(
+        "--execution",
+        action="store_true",
+        help="today's default vs all execution switches on (+exec) and one ablation row per switch: "
+        + ", ".join(EXECUTION_SWITCHES),
+    )
+    parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--split", default="dev", choices=("all", *SPLITS), help="which tasks (default dev)")
     parser.add_argument("--model-size", default="1.5b")
     parser.add_argument("--base-url", help="use a running server instead of starting the embedded model")
     parser.add_argument("--model", default="local", help="model name with --base-url")
@@ -573,6 +628,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the arm gets the judging test as a committed failing test; labels get +given-test",
     )
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
+    parser.add_argument(
+        "--interleave", action="store_true", help="every variant on a task before the next (splits in turn)"
+    )
+    parser.add_argument("--variants", default="", help="regex over variant labels: run only those")
     parser.add_argument("--report-only", action="store_true", help="print the table from saved rows")
     return parser.parse_args(argv)
 
@@ -587,9 +646,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+" + Path(args.prompts).name)
     if args.given_test:
         variants, baseline = suffixed(variants, baseline, "+given-test")
+    if args.label:
+        variants, baseline = suffixed(variants, baseline, "+" + args.label)
+    variants = [v for v in variants if re.search(args.variants, v.label)]
     order = [v.label for v in variants]
     path = results_path(args)
-    tasks = select_tasks(load_tasks(), args.tasks, args.limit)
+    tasks = select_tasks(load_tasks(), args.tasks, args.limit, args.split)
     if not args.report_only:
         with endpoint(args) as (base_url, model), replaying(args, base_url) as proxy:
             bench = Bench(
@@ -601,7 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 proxy,
                 args.given_test,
             )
-            run_all(bench, variants, tasks, path, args.redo)
+            run_all(bench, variants, tasks, path, args.redo, args.interleave)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(path) if r.get("kind") != "run" or (r.get("task") in ids and r["variant"] in order)]
     caps = sorted({json.dumps(r.get("limits"), sort_keys=True) for r in rows if r.get("kind") == "run"})
@@ -612,21 +674,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_all(bench: Bench, variants: Sequence[Variant], tasks: Sequence[BenchTask], path: Path, redo: bool) -> None:
+def run_all(
+    bench: Bench,
+    variants: Sequence[Variant],
+    tasks: Sequence[BenchTask],
+    path: Path,
+    redo: bool,
+    interleave: bool = False,
+) -> None:
     speed = measure_speed(bench.base_url, bench.model)
     append_row(path, speed)
     log(f"server speed: prefill {speed['prefill_tps']} tok/s, decode {speed['decode_tps']} tok/s")
     done = set() if redo else set(latest_runs(load_rows(path)))
-    for variant in variants:
-        for task in tasks:
-            if (variant.label, task.id) in done:
-                continue
+    for variant, task in run_order(variants, tasks, interleave):
+        if (variant.label, task.id) not in done:
             row = run_one(bench, variant, task)
             append_row(path, row)
             log(
                 f"{variant.label} {task.id}: {row['status']} resolved={row['resolved']} "
                 f"out={row['output_tokens']} calls={row['calls']} {row['wall_s']}s"
             )
+
+
+def run_order(
+    variants: Sequence[Variant], tasks: Sequence[BenchTask], interleave: bool
+) -> list[tuple[Variant, BenchTask]]:
+    """Variant by variant; or, interleaved, every variant on a task before the next task (and the splits taken in
+    turn), so a run stopped early still compares the variants on the same tasks."""
+    if not interleave:
+        return [(v, t) for v in variants for t in tasks]
+    by_split = [[t for t in tasks if t.split == s] for s in SPLITS]
+    alternated = [t for group in zip_longest(*by_split) for t in group if t is not None]
+    return [(v, t) for t in alternated for v in variants]
 
 
 class endpoint:

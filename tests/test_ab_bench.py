@@ -152,3 +152,60 @@ def test_prompt_and_given_test_variants_are_labelled(tmp_path: Path) -> None:
         ab.variants_for(ab.parse_args(["--ablate", "lint_gate,nope"]))
     every, _ = ab.variants_for(ab.parse_args(["--ablate", "all", "--arms", "structured"]))
     assert len(every) == 1 + len(ab.MECHANISMS)
+
+
+def test_the_test_split_is_twelve_tasks_in_four_packages_the_dev_split_lacks() -> None:
+    tasks = ab.load_tasks()
+    dev = [t for t in tasks if t.split == "dev"]
+    test = [t for t in tasks if t.split == "test"]
+    assert len(dev) == 12 and len(test) == 12
+    test_packages = {t.package.name for t in test}
+    assert len(test_packages) == 4 and not test_packages & {t.package.name for t in dev}
+    assert ab.select_tasks(tasks, "", 0, "test") == test and ab.select_tasks(tasks, "", 0, "all") == tasks
+    assert any(">>>" in t.issue for t in test) and any("Traceback" in t.issue for t in test)
+    assert any(">>>" not in t.issue and "Traceback" not in t.issue for t in test)  # prose only
+
+
+def test_loader_rejects_an_unknown_split(tmp_path: Path) -> None:
+    data = tmp_path / "tasks.toml"
+    data.write_text(
+        '[packages.a]\nversion = "1.0"\n\n[[tasks]]\nid = "t"\nsplit = "train"\npackage = "a"\nfile = "x.py"\n'
+        'search = "1"\nreplace = "2"\nissue = "i"\ntest = "def test_x(): pass"\n'
+    )
+    with pytest.raises(ValueError, match="split 'train'"):
+        ab.load_tasks(data)
+
+
+def test_table_says_per_exit_status_how_many_patches_were_right_and_tokens_per_second() -> None:
+    rows = [
+        fake_row("a", "t1", True, 100, 10.0, model_s=10.0),
+        fake_row("a", "t2", False, 100, 10.0, model_s=10.0),
+        fake_row("a", "t3", False, 50, 10.0, status="submitted", model_s=5.0),
+        fake_row("a", "t4", False, 0, 1.0, status="no_valid_patch"),
+    ]
+    text = ab.table(rows, "a")
+    assert "  a: no_valid_patch 1 (0 right), submitted 1 (0 right), validated 2 (1 right)" in text
+    assert next(line for line in text.splitlines() if line.startswith("a ")).split("|")[0].split()[-1] == "10.0"
+
+
+def test_execution_variants_compare_today_with_every_switch_and_each_ablation() -> None:
+    variants, baseline = ab.variants_for(ab.parse_args(["--execution", "--arms", "agentless-oneshot"]))
+    labels = [v.label for v in variants]
+    assert baseline == labels[0] == "agentless-oneshot" and labels[1] == "agentless-oneshot+exec"
+    assert labels[2:] == [f"agentless-oneshot+exec-no-{name}" for name in ab.EXECUTION_SWITCHES]
+    today, new = variants[0].pipeline, variants[1].pipeline
+    assert not any(getattr(today, name) for name in ab.EXECUTION_SWITCHES)
+    assert all(getattr(new, name) for name in ab.EXECUTION_SWITCHES) and today.one_shot and new.one_shot
+    off = variants[2].pipeline
+    assert not getattr(off, ab.EXECUTION_SWITCHES[0]) and all(getattr(off, n) for n in ab.EXECUTION_SWITCHES[1:])
+
+
+def test_interleaved_runs_take_every_variant_per_task_and_the_splits_in_turn() -> None:
+    tasks = ab.load_tasks()
+    variants = [ab.arm_variant("agentless-oneshot"), ab.arm_variant("minimal")]
+    order = ab.run_order(variants, tasks, interleave=True)
+    assert len(order) == 2 * len(tasks) and [v.label for v, _ in order[:2]] == ["agentless-oneshot", "minimal"]
+    assert [t.split for _, t in order[::2]][:4] == ["dev", "test", "dev", "test"]
+    assert ab.run_order(variants, tasks, interleave=False)[len(tasks)][0].label == "minimal"
+    args = ab.parse_args(["--execution", "--variants", r"\+exec$"])
+    assert args.variants and args.interleave is False

@@ -13,7 +13,19 @@ from snaffle.primitives.extract import one_shot_for
 from snaffle.types import Mechanisms
 
 DATA_FILE = "agentless.toml"
-FROM_DATA = ("samples", "temperature", "top_k", "concurrency", "repair_turns", "reproduce", "stop_after_green")
+EXECUTION_SWITCHES = ("feedback", "one_entity", "stop_after_block", "bound_max_tokens", "evidence_veto")
+"""Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
+FROM_DATA = (
+    "samples",
+    "temperature",
+    "top_k",
+    "concurrency",
+    "repair_turns",
+    "reproduce",
+    "stop_after_green",
+    *EXECUTION_SWITCHES,
+    "feedback_rounds",
+)
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
 
@@ -57,6 +69,57 @@ def _from_data(key: str) -> Any:
     return field(default_factory=lambda: pipeline_defaults()[key])
 
 
+OVERRIDABLE = ("feedback_rounds",)
+"""[pipeline] keys a [[models]] row of the data file may set for the models it matches."""
+
+
+@cache
+def _model_rows() -> tuple[Mapping[str, Any], ...]:
+    rows = data.load(DATA_FILE).get("models", [])
+    where = f"snaffle/data/{DATA_FILE} [[models]]"
+    for row in rows:
+        unknown = sorted(set(row) - {"match", *OVERRIDABLE})
+        if "match" not in row or unknown:
+            raise data.DataError(f"{where}: each row needs `match` and may set only {', '.join(OVERRIDABLE)}")
+    return tuple(rows)
+
+
+def model_overrides(model: str) -> dict[str, Any]:
+    """The first [[models]] row whose `match` is in the model's name (case-insensitive), without `match`."""
+    row = next((r for r in _model_rows() if str(r["match"]).lower() in model.lower()), {})
+    return {k: v for k, v in row.items() if k != "match"}
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How a repair answer is cut short: the stop sequences and the max_tokens bound from the target's size."""
+
+    stop: tuple[str, ...]
+    chars_per_token: float
+    token_factor: float
+    token_slack: int
+
+    def max_tokens(self, target_chars: int) -> int:
+        """Tokens enough to rewrite a definition of `target_chars` characters, grown by the factor, plus slack."""
+        return int(target_chars / self.chars_per_token * self.token_factor) + self.token_slack
+
+
+@cache
+def decode_config() -> DecodeConfig:
+    """The [decode] table of the data file (read on first use)."""
+    where = f"snaffle/data/{DATA_FILE}"
+    values = data.required(data.table(data.load(DATA_FILE), "decode", where), DECODE_KEYS, f"{where} [decode]")
+    return DecodeConfig(
+        tuple(values["stop"]),
+        float(values["chars_per_token"]),
+        float(values["token_factor"]),
+        int(values["token_slack"]),
+    )
+
+
+DECODE_KEYS = ("stop", "chars_per_token", "token_factor", "token_slack")
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Knobs of the agentless arm (defaults: snaffle/data/agentless.toml; see `snaffle solve --help`)."""
@@ -72,6 +135,15 @@ class PipelineConfig:
     repair_turns: int = _from_data("repair_turns")
     reproduce: bool = _from_data("reproduce")
     stop_after_green: bool = _from_data("stop_after_green")
+    feedback: bool = _from_data("feedback")
+    """A sample whose patch fails the evidence gets `feedback_rounds` follow-up calls (agentless/feedback.py)."""
+    feedback_rounds: int = _from_data("feedback_rounds")
+    one_entity: bool = _from_data("one_entity")
+    """Sample i rewrites candidate i (mod k); the other candidates are shown as signatures only."""
+    stop_after_block: bool = _from_data("stop_after_block")
+    bound_max_tokens: bool = _from_data("bound_max_tokens")
+    evidence_veto: bool = _from_data("evidence_veto")
+    """A patch that leaves reproduced evidence failing ends `no_valid_patch`, never `submitted`."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
@@ -82,7 +154,8 @@ class PipelineConfig:
 
     def for_model(self, model: str) -> PipelineConfig:
         """This configuration with the model's measured defaults filled in where none was given."""
-        return self if self.one_shot is not None else replace(self, one_shot=one_shot_for(model))
+        chosen = self if self.one_shot is not None else replace(self, one_shot=one_shot_for(model))
+        return replace(chosen, **model_overrides(model))
 
     def ablated(self, mechanisms: Mechanisms) -> PipelineConfig:
         """This configuration with the switched-off mechanisms applied (sampling off: one greedy sample)."""

@@ -18,8 +18,10 @@ from pathlib import Path
 from snaffle import prompts
 from snaffle.agentless import baseline
 from snaffle.agentless import facts as snippet_facts
-from snaffle.agentless.config import PipelineConfig
-from snaffle.agentless.facts import ExecutionFacts, SnippetEvidence
+from snaffle.agentless.config import PipelineConfig, decode_config
+from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, test_evidence
+from snaffle.agentless.facts import ExecutionFacts
+from snaffle.agentless.feedback import decode_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -27,10 +29,12 @@ from snaffle.agentless.validate import (
     CandidatePatch,
     TestOutcomes,
     changed_lines,
+    evidence_against,
     normalized_key,
     related_tests,
     run_tests,
     select,
+    vetoed,
 )
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
@@ -89,8 +93,9 @@ class Pipeline:
         self.repro: Path | None = None
         self.test_runs = 0
         self.facts: ExecutionFacts | None = None
-        self.snippet_evidence: list[SnippetEvidence] = []
         self.existing_failing: tuple[str, ...] = ()
+        self.evidence: list[Evidence] = []
+        """What reproduced the issue on the original tree: feedback rounds and validation ask it of patches."""
 
     @property
     def deadline(self) -> float | None:
@@ -120,6 +125,10 @@ class Pipeline:
         self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
         if chosen is None:
             return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
+        veto = vetoed(chosen, self.config.evidence_veto)
+        if veto is not None:
+            self.stage("veto", "not submitted", sample=chosen.sample, against=list(chosen.against))
+            return self.outcome("no_valid_patch", veto)
         self.workspace.apply(chosen.patch)  # into the run's private copy; `solve --apply` alone writes the user's tree
         evidence = "tests show the fix" if chosen.evidenced else "no test shows the fix; nothing it touches broke"
         status = "validated" if chosen.evidenced else "submitted"
@@ -150,7 +159,7 @@ class Pipeline:
         if self.facts.runs:  # an issue without a runnable snippet adds no line
             self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
         if self.config.uses("snippet_evidence"):
-            self.snippet_evidence = self.facts.evidence()
+            self.evidence += self.facts.evidence()
         return snippet_facts.signals(self.facts, index) if self.config.uses("execution_localize") else None
 
     def existing_failures(self, index: RepoIndex) -> bool:
@@ -172,6 +181,7 @@ class Pipeline:
         self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
+        self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
 
     def reproduction(self, context: RepairContext) -> None:
         """A test reproducing the issue (from a reproducing snippet, zero tokens, or asked of the model once); kept
@@ -219,9 +229,11 @@ class Pipeline:
         limits = self.remaining_limits()
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
-        model = OpenAIModel(
-            replace(self.model, temperature=temperature), deadline=self.deadline, on_retry=self.retry_logger(number)
+        context = context.focused(number) if self.config.one_entity else context
+        decoded = decode_model(
+            replace(self.model, temperature=temperature), self.config, decode_config(), context.target_chars
         )
+        model = OpenAIModel(decoded, deadline=self.deadline, on_retry=self.retry_logger(number))
         try:
             outcome = repair_sample(
                 clone,
@@ -233,6 +245,7 @@ class Pipeline:
                 self.pricer,
                 self.config,
                 self.task,
+                self.evidence,
             )
         except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
             self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
@@ -258,8 +271,10 @@ class Pipeline:
         if fixes_failing is None and self.existing_failing and worth_testing:
             fixes_failing = self.fixes_existing(after)
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        verdicts = [e.judge(clone, self.sandbox) for e in self.snippet_evidence] if worth_testing else []
-        reproduces = snippet_facts.combined(reproduces, verdicts)
+        others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
+        judged = judge_all(others, clone, self.sandbox)
+        verdicts = [(v.evidence, v.passed) for v in judged]
+        repro_test, reproduces = reproduces, snippet_facts.combined(reproduces, judged)
         candidate = CandidatePatch(
             number,
             patch,
@@ -270,6 +285,7 @@ class Pipeline:
             reproduces,
             fixed,
             semantic,
+            evidence_against(fixes_failing, repro_test, verdicts) if worth_testing else (),
         )
         self.stage(
             "validate",
@@ -281,7 +297,8 @@ class Pipeline:
             reproduces=reproduces,
             fixed=fixed,
             semantic=candidate.semantic,
-            snippets=[{"evidence": v.evidence, "passed": v.passed, "failure": v.failure} for v in verdicts],
+            snippets=[{"evidence": v.evidence, "passed": v.passed, "failure": v.failure} for v in judged],
+            against=list(candidate.against),
         )
         return candidate
 

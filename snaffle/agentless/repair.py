@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from snaffle import prompts
 from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.evidence import Evidence
+from snaffle.agentless.feedback import Conversation, closed_fence, rounds_allowed, run_rounds
 from snaffle.agentless.localize import Localization
 from snaffle.arms import AGENTLESS, Parts, toolbox
 from snaffle.cache import cache_dir
@@ -40,14 +43,50 @@ class RepairContext:
     names: tuple[str, ...]
     text: str
     lines: tuple[int, ...] = ()
+    blocks: tuple[str, ...] = ()
+    """Each candidate's shown text, in the order of `selectors`."""
+    signatures: tuple[str, ...] = ()
+    """Each candidate's signature only (decorators and the `def`/`class` header), in the same order."""
 
     @classmethod
     def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
         entities = [index.resolve(c.selector) for c in located.entities if c.selector != c.path][:top_k]
-        blocks = [_shown(index, e) for e in entities]
+        blocks = tuple(_shown(index, e) for e in entities)
         names = tuple(e.name for e in entities)
         sizes = tuple(e.end_line - e.start_line + 1 for e in entities)
-        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks), sizes)
+        signatures = tuple(signature_of(block) for block in blocks)
+        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks), sizes, blocks, signatures)
+
+    @property
+    def target_chars(self) -> int:
+        """The size of the first candidate's shown text: what a rewrite of it costs to decode."""
+        return len(self.blocks[0]) if self.blocks else len(self.text)
+
+    def focused(self, sample: int) -> RepairContext:
+        """The context of sample `sample` with one-entity samples: candidate `sample mod k` shown whole and the
+        only one it may rewrite, the others as signatures (so samples cover different location hypotheses)."""
+        if len(self.selectors) < 2 or len(self.blocks) != len(self.selectors):
+            return self
+        i = sample % len(self.selectors)
+        shown = [self.blocks[i], *(s for j, s in enumerate(self.signatures) if j != i)]
+        one = (self.lines[i],) if self.lines else ()
+        return RepairContext((self.selectors[i],), (self.names[i],), "\n\n".join(shown), one, (self.blocks[i],), ())
+
+
+def signature_of(block: str) -> str:
+    """A shown block cut after its header: the `# selector` line, decorators, the `def`/`class` line(s) up to `:`."""
+    lines = block.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.lstrip().startswith(HEADER_STARTS)]
+    if not heads:
+        return lines[0] if lines else block
+    end = heads[0]
+    while end + 1 < len(lines) and not lines[end].split("#")[0].rstrip().endswith(":"):
+        end += 1  # a signature over several lines
+    indent = len(lines[heads[0]]) - len(lines[heads[0]].lstrip())
+    return "\n".join(lines[: end + 1]) + "\n" + " " * (indent + 4) + "..."
+
+
+HEADER_STARTS = ("def ", "async def ", "class ")
 
 
 def _shown(index: RepoIndex, entity: Entity) -> str:
@@ -87,14 +126,17 @@ def repair_sample(
     pricer: Pricer,
     config: PipelineConfig,
     task: Task,
+    evidence: Sequence[Evidence] = (),
 ) -> Outcome:
-    """Run one sample in `workspace` (a clean copy); the caller reads the patch from it."""
+    """Run one sample in `workspace` (a clean copy); the caller reads the patch from it. One-shot samples whose
+    answer fails `evidence` get feedback rounds (agentless/feedback.py) when the config turns them on."""
     registry = Registry()
     index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
     view = RepoView(workspace, index)
     view.shown.update(context.selectors)
     if config.one_shot:
-        return one_shot(view, model, context, sink, pricer, config, task)
+        rounds = rounds_allowed(config, limits, 1)
+        return one_shot(view, model, context, sink, pricer, config, task, Grounding(sandbox, evidence, rounds, limits))
     parts = Parts(workspace, sandbox, None, config.mechanisms, view)
     runner = PytestRunner(workspace, sandbox, None)
     test_tool = GreenStop(runner, view, task.failing_test) if config.stop_after_green else runner
@@ -112,6 +154,16 @@ def repair_messages(context: RepairContext, task: Task, model: Model) -> tuple[M
     return AGENTLESS.messages(protocol, example, issue=task.issue.strip(), context=context.text, test_note=note)
 
 
+@dataclass(frozen=True)
+class Grounding:
+    """What a one-shot sample's feedback rounds judge with: the sandbox, the evidence, the rounds and caps left."""
+
+    sandbox: Sandbox | None = None
+    evidence: Sequence[Evidence] = ()
+    rounds: int = 0
+    limits: Limits = Limits()
+
+
 def one_shot(
     view: RepoView,
     model: Model,
@@ -120,8 +172,10 @@ def one_shot(
     pricer: Pricer,
     config: PipelineConfig,
     task: Task,
+    grounding: Grounding = Grounding(),
 ) -> Outcome:
-    """No tools: one call; the answer's edit is extracted and applied through edit_entity's gates."""
+    """No tools: one call; the answer's edit is extracted and applied through edit_entity's gates; then, while
+    the evidence still fails, up to `grounding.rounds` follow-up calls in the same conversation."""
     started = time.monotonic()
     edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
     messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, edit_format)}]
@@ -131,8 +185,24 @@ def one_shot(
         return Outcome(stop.status, stop.message, Usage(), 0, time.monotonic() - started)
     usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
     sink.write(model_call_event(1, messages, 0, reply, usage, {**usage.as_dict(), "turns": 1}))
-    status, message = apply_answer(view, context, reply.content, sink, config.mechanisms)
-    return Outcome(status, message, usage, 1, time.monotonic() - started)
+    status, message = apply_answer(view, context, closed_fence(reply.content), sink, config.mechanisms)
+    if grounding.sandbox is None or not grounding.evidence or grounding.rounds < 1:
+        return Outcome(status, message, usage, 1, time.monotonic() - started)
+    rounds = run_rounds(
+        Conversation(tuple(messages), reply),
+        grounding.evidence,
+        view.workspace,
+        grounding.sandbox,
+        model,
+        lambda answer: apply_answer(view, context, answer, sink, config.mechanisms),
+        context.names,
+        (sink, pricer),
+        grounding.rounds,
+        grounding.limits,
+    )
+    if rounds is None:
+        return Outcome(status, message, usage, 1, time.monotonic() - started)
+    return Outcome(rounds.status, rounds.message, usage + rounds.usage, 1 + rounds.calls, time.monotonic() - started)
 
 
 def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str:

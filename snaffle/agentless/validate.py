@@ -50,6 +50,8 @@ class CandidatePatch:
     """Tests of the related files that failed before and pass with the patch. A ranking signal."""
     semantic: bool = True
     """False when the patch changes only comments, docstrings or formatting: nothing it does can fix a bug."""
+    against: tuple[str, ...] = ()
+    """The evidence that reproduced the issue on the original tree and still fails with this patch."""
 
     @property
     def valid(self) -> bool:
@@ -163,4 +165,24 @@ def select(candidates: Sequence[CandidatePatch]) -> CandidatePatch | None:
     if not valid:
         return None
     votes = Counter(c.key for c in valid)
-    return min(valid, key=lambda c: (not c.reproduces, -c.fixed, -votes[c.key], c.changed_lines, c.sample))
+    return min(
+        valid, key=lambda c: (len(c.against), not c.reproduces, -c.fixed, -votes[c.key], c.changed_lines, c.sample)
+    )
+
+
+def evidence_against(
+    fixes_failing: bool | None, reproduces: bool | None, others: Sequence[tuple[str, bool | None]]
+) -> tuple[str, ...]:
+    """The names of the evidence a patch leaves failing: the given failing test, the kept reproduction test, and
+    any other evidence's verdict (a snippet, a failing existing test); `None` (could not tell) is not against."""
+    named = [("failing_test", fixes_failing), ("reproduction", reproduces), *others]
+    return tuple(name for name, passed in named if passed is False)
+
+
+def vetoed(chosen: CandidatePatch, veto: bool) -> str | None:
+    """Why the chosen patch must not be submitted as a fix (it leaves reproduced evidence failing and no test shows
+    it fixes anything), or None. A patch that makes the given failing test or a failing related test pass stands:
+    a weak model's reproduction test can be wrong."""
+    if not veto or not chosen.against or chosen.fixes_failing or chosen.fixed:
+        return None
+    return f"sample {chosen.sample}'s patch leaves the reproduced failure failing: {', '.join(chosen.against)}"

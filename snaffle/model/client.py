@@ -42,6 +42,10 @@ Sleep = Callable[[float], None]
 """Waits out one retry's backoff: `time.sleep`, or a no-op where the schedule is checked but not slept through."""
 
 
+MAX_STOP_SEQUENCES = 4
+"""OpenAI's chat-completions API accepts up to four stop sequences."""
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """How to reach one OpenAI-compatible endpoint. The API key is held here only, never written anywhere."""
@@ -54,6 +58,8 @@ class ModelConfig:
     tool_protocol: str = "native"
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     retry_sleep: Sleep = time.sleep
+    stop: tuple[str, ...] = ()
+    """Stop sequences sent as `stop` (the server cuts the reply before the first one; at most 4 on the wire)."""
 
 
 class OpenAIModel:
@@ -142,6 +148,8 @@ def request_body(
         body["temperature"] = config.temperature
     if config.max_output_tokens is not None:
         body["max_tokens"] = config.max_output_tokens
+    if config.stop:
+        body["stop"] = list(config.stop[:MAX_STOP_SEQUENCES])
     return body
 
 

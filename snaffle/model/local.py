@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from snaffle import data
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
 
@@ -213,22 +214,47 @@ RAM_CACHE_BUDGET = 64 * 1024**2
 ~30 min of the A/B bench. 64 MiB holds two counted states (~0.7 GB real): enough for two alternating clients."""
 
 
-def server_command(model: Path, alias: str, port: int, threads: int, ctx: int) -> list[str]:
+@dataclass(frozen=True)
+class ServerSettings:
+    """The server's decode settings from snaffle/data/local_model.toml [server]."""
+
+    prompt_lookup: bool
+    draft_tokens: int
+
+
+def server_settings() -> ServerSettings:
+    """The packaged [server] table (read when asked, never at import)."""
+    return data.load_record(ServerSettings, "local_model.toml", "server")
+
+
+def decode_flags(prompt_lookup: bool, draft_tokens: int) -> list[str]:
+    """Prompt-lookup decoding's flags, or none: it needs every position's logits (`--logits_all true`); without
+    them llama-cpp-python answers 500 (a broadcast error in `Llama.eval`)."""
+    if not prompt_lookup:
+        return ["--logits_all", "false"]
+    draft = ("--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", str(draft_tokens))
+    return ["--logits_all", "true", *draft]
+
+
+def server_command(
+    model: Path, alias: str, port: int, threads: int, ctx: int, prompt_lookup: bool = False, draft_tokens: int = 10
+) -> list[str]:
     """The llama-cpp-python server command line.
 
     The server always keeps the last prompt's KV cache and evaluates only what follows the longest shared prefix.
     `--cache` adds a RAM cache (LRU, `RAM_CACHE_BUDGET`) of states per finished prompt, so clients that
     alternate (a worker pool on one server) also resume their own prefix: measured with two alternating
     ~1,000-token conversations on the 0.5B model, 16 of 1,080 tokens evaluated instead of all, 2-4 s per turn
-    instead of 16-20 s, same replies. `logits_all` off: its default allocates n_ctx x vocab floats and computes
-    logits for every prompt token. `interrupt_requests` off: otherwise a new request aborts another client's
-    stream.
+    instead of 16-20 s, same replies. `logits_all` off unless prompt lookup is on: it allocates n_ctx x vocab
+    floats and computes logits for every prompt token. `interrupt_requests` off: otherwise a new request aborts
+    another client's stream.
     """
     return [
         *(sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias),
         *("--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(ctx)),
         *("--n_threads", str(threads), "--n_threads_batch", str(threads)),
-        *("--cache", "true", "--cache_size", str(RAM_CACHE_BUDGET), "--logits_all", "false"),
+        *("--cache", "true", "--cache_size", str(RAM_CACHE_BUDGET)),
+        *decode_flags(prompt_lookup, draft_tokens),
         *("--interrupt_requests", "false"),
     ]
 
@@ -291,8 +317,10 @@ def serve(
     ctx: int = DEFAULT_CTX,
     timeout_s: float = START_TIMEOUT_S,
     log: Log | None = None,
+    prompt_lookup: bool | None = None,
 ) -> LocalServer:
-    """Start the server on 127.0.0.1 (port 0: a free one; threads 0: all cores) and wait until it answers."""
+    """Start the server on 127.0.0.1 (port 0: a free one; threads 0: all cores) and wait until it answers.
+    `prompt_lookup` None: the data file's setting."""
     require_server()
     spec = spec_for(size)
     model = ensure_model(spec, log=log)
@@ -301,7 +329,7 @@ def serve(
     log_fd, log_name = tempfile.mkstemp(prefix=f"snaffle-llama-{port}-", suffix=".log")
     with os.fdopen(log_fd, "wb") as log_file:
         process = subprocess.Popen(
-            server_command(model, spec.alias, port, threads, ctx),
+            server_command(model, spec.alias, port, threads, ctx, *lookup_choice(prompt_lookup)),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -315,6 +343,12 @@ def serve(
         server.stop(keep_log=True)
         raise
     return server
+
+
+def lookup_choice(prompt_lookup: bool | None) -> tuple[bool, int]:
+    """(prompt lookup on, draft tokens): the caller's choice, else the data file's."""
+    settings = server_settings()
+    return (settings.prompt_lookup if prompt_lookup is None else prompt_lookup), settings.draft_tokens
 
 
 def wait_ready(server: LocalServer, timeout_s: float) -> None:
@@ -360,7 +394,8 @@ def check_serve_args(port: int, threads: int, ctx: int) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     check_serve_args(args.port, args.threads, args.ctx)
-    with serve(args.size, args.port, args.threads, args.ctx, log=_stderr) as server:
+    lookup = True if args.prompt_lookup else None
+    with serve(args.size, args.port, args.threads, args.ctx, log=_stderr, prompt_lookup=lookup) as server:
         _stderr(f"serving {server.model} (log {server.log_path}); Ctrl-C stops it")
         print(server.base_url, flush=True)
         try:
@@ -383,4 +418,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
     run.add_argument("--threads", type=int, default=0, help="0 uses every core")
     run.add_argument("--ctx", type=int, default=DEFAULT_CTX, help="context window in tokens")
+    run.add_argument(
+        "--prompt-lookup",
+        action="store_true",
+        help="prompt-lookup decoding (needs ~2.5 GB more RAM at n_ctx 4096; default: data/local_model.toml)",
+    )
     run.set_defaults(func=run_serve)

@@ -1,0 +1,144 @@
+"""Feedback rounds, one-entity samples, stop/max_tokens and the evidence veto, driven through real agentless runs
+with the scripted model (real git, pytest and bubblewrap)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snaffle.agentless.config import decode_config
+from snaffle.agentless.evidence import TestEvidence, Verdict, short_failure
+from snaffle.agentless.feedback import closed_fence, failure_text
+from snaffle.sandbox import Sandbox
+from snaffle.trajectory import read_trajectory
+from snaffle.workspace import Workspace
+from tests.helpers import Start, repo_tests_pass
+from tests.test_pipeline import TRACEBACK_ISSUE, agentless, stages
+
+REPRO = "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n```"
+WRONG = "```python\ndef add(a, b):\n    return b - a\n```"
+COSMETIC = "```python\ndef add(a, b):\n    return -(b - a)\n```"
+RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
+ONE_SHOT: dict[str, Any] = {"one_shot": True, "samples": 1, "top_k": 1}
+
+
+def shown(prompt: str) -> str:
+    """The candidates' part of a one-shot prompt."""
+    return prompt.split("The code most likely involved:\n\n")[1].split("\n\nFind the bug")[0]
+
+
+def events(out: Path, kind: str) -> list[dict[str, Any]]:
+    return [dict(e) for e in read_trajectory(out / "trajectory.jsonl").of_type(kind)]
+
+
+def test_a_feedback_round_sends_the_failure_and_its_answer_is_applied(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    server = scripted([{"content": REPRO}, {"content": WRONG}, {"content": RIGHT}])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, feedback=True, feedback_rounds=2)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+    return a + b\n" in attempt.patch and repo_tests_pass(calc_repo)
+    follow_up = server.requests[2].body["messages"]
+    assert follow_up[:2] == server.requests[1].body["messages"] + [{"role": "assistant", "content": WRONG}]
+    assert "assert 1 == 5" in follow_up[-1]["content"] and "`add`" in follow_up[-1]["content"]
+    rounds = [e for e in events(out, "stage") if e["stage"] == "feedback"]
+    assert [r["decision"] for r in rounds] == ["asked again", "evidence passes"]
+    assert rounds[0]["verdicts"] == {"reproduction": False} and rounds[1]["verdicts"] == {"reproduction": True}
+    assert [e["turn"] for e in events(out, "model_call")] == [1, 2]  # the repair call and one round
+
+
+def test_feedback_rounds_stop_at_their_cap(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": REPRO}, {"content": WRONG}, {"content": WRONG}, {"content": RIGHT}])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, feedback=True, feedback_rounds=1)
+    assert len(server.requests) == 3 and attempt.exit_status == "no_valid_patch", stages(out)
+
+
+def test_without_feedback_no_round_is_asked(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": REPRO}, {"content": WRONG}, {"content": RIGHT}])
+    out = tmp_path / "run"
+    agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, feedback=False)
+    assert len(server.requests) == 2 and not [e for e in events(out, "stage") if e["stage"] == "feedback"]
+
+
+@pytest.mark.parametrize(("veto", "status"), [(True, "no_valid_patch"), (False, "submitted")])
+def test_a_patch_leaving_the_reproduced_failure_is_not_submitted_as_a_fix(
+    calc_repo: Path, scripted: Start, tmp_path: Path, veto: bool, status: str
+) -> None:
+    server = scripted([{"content": REPRO}, {"content": COSMETIC}])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, evidence_veto=veto)
+    assert attempt.exit_status == status, stages(out)
+    validate = [e for e in events(out, "stage") if e["stage"] == "validate"][0]
+    assert validate["against"] == ["reproduction"] and validate["reproduces"] is False
+    assert (attempt.patch == "") is veto
+
+
+def test_one_entity_samples_each_target_one_candidate(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": RIGHT}, {"content": "```python\ndef mul(a, b):\n    return b * a\n```"}])
+    out = tmp_path / "run"
+    options = {"one_shot": True, "samples": 2, "top_k": 2, "reproduce": False, "one_entity": True}
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options)
+    first, second = (shown(r.body["messages"][0]["content"]) for r in server.requests)
+    assert "return a - b" in first and "def mul(a, b):\n    ..." in first and "return a * b" not in first
+    assert "return a * b" in second and "def add(a, b):\n    ..." in second and "return a - b" not in second
+    assert attempt.exit_status == "validated" and "return a + b" in attempt.patch, stages(out)
+
+
+def test_stop_and_max_tokens_are_sent_and_a_cut_fence_is_closed(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    cut = "```python\ndef add(a, b):\n    return a + b"  # the server stopped before the closing fence
+    server = scripted([{"content": cut}])
+    out = tmp_path / "run"
+    options = {**ONE_SHOT, "reproduce": False, "stop_after_block": True, "bound_max_tokens": True}
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options)
+    body = server.requests[0].body
+    assert body["stop"] == list(decode_config().stop) == ["\n```\n"]
+    assert body["max_tokens"] == decode_config().max_tokens(len(shown(body["messages"][0]["content"]))) < 400
+    assert attempt.exit_status == "validated", stages(out)
+
+
+def test_without_the_decode_switches_neither_is_sent(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": RIGHT}])
+    agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, tmp_path / "run", **ONE_SHOT, reproduce=False)
+    assert "stop" not in server.requests[0].body and "max_tokens" not in server.requests[0].body
+
+
+def test_test_evidence_judges_a_clone_and_says_what_fails(calc_repo: Path, tmp_path: Path) -> None:
+    sandbox = Sandbox.create(tmp_path / "scratch")
+    verdict = TestEvidence("failing_test", ("tests/test_calc.py::test_add",)).judge(Workspace.open(calc_repo), sandbox)
+    assert verdict.passed is False and "assert -1 == 5" in verdict.failure
+
+
+def test_failure_text_is_short_and_names_its_evidence() -> None:
+    long = "E   " + "x" * 5000
+    text = failure_text([Verdict("snippet", False, long), Verdict("reproduction", True), Verdict("t", None, "?")])
+    assert text.startswith("snippet:\n") and len(text) < 1600 and "reproduction" not in text
+    assert short_failure("noise\nE   assert 1 == 5\nFAILED t.py::x - assert 1 == 5\n") == (
+        "E   assert 1 == 5\nFAILED t.py::x - assert 1 == 5"
+    )
+    assert closed_fence("```python\nx = 1") == "```python\nx = 1\n```" and closed_fence(RIGHT) == RIGHT
+
+
+def test_prompt_lookup_needs_all_logits_and_is_off_by_default() -> None:
+    from snaffle.model import local
+
+    plain = local.server_command(Path("/m.gguf"), "alias", 8123, 2, 4096)
+    lookup = local.server_command(Path("/m.gguf"), "alias", 8123, 2, 4096, prompt_lookup=True, draft_tokens=7)
+    assert plain[plain.index("--logits_all") + 1] == "false" and "--draft_model" not in plain
+    assert lookup[lookup.index("--logits_all") + 1] == "true"
+    assert lookup[lookup.index("--draft_model") + 1] == "prompt-lookup-decoding"
+    assert lookup[lookup.index("--draft_model_num_pred_tokens") + 1] == "7"
+    assert local.lookup_choice(None) == (False, 10) and local.lookup_choice(True) == (True, 10)
+
+
+def test_feedback_rounds_are_data_per_model() -> None:
+    from snaffle.agentless.config import PipelineConfig, model_overrides
+
+    assert model_overrides("Qwen2.5-Coder-1.5B-Instruct-Q4_K_M") == {"feedback_rounds": 2}
+    assert model_overrides("gpt-4o") == {}
+    assert PipelineConfig(feedback_rounds=5).for_model("gpt-4o").feedback_rounds == 5
