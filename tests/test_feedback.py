@@ -47,7 +47,8 @@ def test_a_feedback_round_sends_the_failure_and_its_answer_is_applied(
     rounds = [e for e in events(out, "stage") if e["stage"] == "feedback"]
     assert [r["decision"] for r in rounds] == ["asked again", "evidence passes"]
     assert rounds[0]["verdicts"] == {"reproduction": False} and rounds[1]["verdicts"] == {"reproduction": True}
-    assert [e["turn"] for e in events(out, "model_call")] == [1, 2]  # the repair call and one round
+    calls = [(e.get("stage"), e["turn"]) for e in events(out, "model_call")]
+    assert calls == [("reproduce", 1), (None, 1), (None, 2)]  # the reproduction call, the repair call, one round
 
 
 def test_feedback_rounds_stop_at_their_cap(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
