@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import json
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -265,3 +266,14 @@ def test_local_model_text_tool_call(server: LocalServer) -> None:
     call = text_tool_call(content)  # the example in the prompt is a read_file call: a parrot fails here
     assert call["name"] == "run_test", content
     assert call["arguments"]["target"].endswith("test_slugify"), content
+
+
+def test_a_server_killed_by_an_illegal_instruction_is_told_how_to_rebuild() -> None:
+    """A native llama.cpp build can use instructions a VM's CPU does not run (SIGILL at the first model load, seen
+    on this project's 2-core machines): the error names the portable rebuild; other exits get no hint."""
+    died = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    assert died.returncode == -signal.SIGILL
+    assert "GGML_NATIVE=OFF" in local_model.exit_hint(died.returncode) and "rebuild" in local_model.exit_hint(
+        died.returncode
+    )
+    assert local_model.exit_hint(1) == "" and local_model.exit_hint(None) == ""

@@ -351,6 +351,21 @@ def lookup_choice(prompt_lookup: bool | None) -> tuple[bool, int]:
     return (settings.prompt_lookup if prompt_lookup is None else prompt_lookup), settings.draft_tokens
 
 
+PORTABLE_BUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
+    "pip install --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python[server]==0.3.36'"
+)
+"""A build of llama.cpp for any x86-64 with AVX2, not only for the CPU that compiled it."""
+
+
+def exit_hint(status: int | None) -> str:
+    """What to do about a server that died at start: an illegal instruction (SIGILL) means llama.cpp was compiled
+    for instructions this CPU (or its hypervisor) does not run, the native build's failure mode on some VMs."""
+    if status == -signal.SIGILL:
+        return f"; llama-cpp-python was built for another CPU, rebuild it portably: {PORTABLE_BUILD}"
+    return ""
+
+
 def wait_ready(server: LocalServer, timeout_s: float) -> None:
     """Poll GET /v1/models until it answers; a dead process or the timeout raises with the log's tail."""
     deadline = time.monotonic() + timeout_s
@@ -358,7 +373,7 @@ def wait_ready(server: LocalServer, timeout_s: float) -> None:
         if server.process.poll() is not None:
             raise UserError(
                 f"local model server exited with status {server.process.returncode} "
-                f"(log {server.log_path}):\n{server.log_tail()}"
+                f"(log {server.log_path}){exit_hint(server.process.returncode)}:\n{server.log_tail()}"
             )
         try:
             with urllib.request.urlopen(f"{server.base_url}/models", timeout=2.0) as response:
@@ -402,7 +417,7 @@ def run_serve(args: argparse.Namespace) -> int:
             status = server.process.wait()
         except KeyboardInterrupt:
             return 0
-        _stderr(f"local model server exited with status {status}:\n{server.log_tail()}")
+        _stderr(f"local model server exited with status {status}{exit_hint(status)}:\n{server.log_tail()}")
         return 1
 
 
