@@ -171,23 +171,6 @@ def _model(sub: Subparsers) -> None:
     local_model.register(sub)
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    from snaffle import settings
-
-    base_url = f"OpenAI-compatible URL (default: ${settings.ENV_VARS['base_url']})"
-    parser.add_argument("--base-url", default=os.environ.get(settings.ENV_VARS["base_url"]), help=base_url)
-    model = f"model name (default %(default)s; ${settings.ENV_VARS['model']} replaces it)"
-    parser.add_argument("--model", default=os.environ.get(settings.ENV_VARS["model"], "default"), help=model)
-    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    temperature = "sampling temperature, sent only when given (default: the server's)"
-    parser.add_argument("--temperature", type=float, default=None, help=temperature)
-    output = "max_tokens of each call, sent only when given (default: the server's)"
-    parser.add_argument("--max-output-tokens", type=int, default=None, help=output)
-    protocols = ("native", "text")
-    help_text = "native tool_calls, or <tool_call> blocks in the reply (servers without tool calling)"
-    parser.add_argument("--tool-protocol", choices=protocols, default="native", help=help_text)
-
-
 def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from snaffle import settings
     from snaffle.agentless.options import add_cap_args, add_pipeline_args
@@ -202,7 +185,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     failing = "a pytest node id that fails because of the issue (used to validate; default: none)"
     p.add_argument("--failing-test", help=failing)
     p.add_argument("--arm", choices=tuple(ARMS), default=DEFAULT_ARM, help="the arm")
-    add_model_args(p)
+    settings.add_model_args(p)
     add_pipeline_args(p)
     add_cap_args(p)
     add_sandbox_arg(p)

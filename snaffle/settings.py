@@ -289,3 +289,19 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value)
     return json.dumps(str(value), ensure_ascii=False)
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """The endpoint and sampling options `solve` and `swebench run` share (their defaults from the environment)."""
+    base_url = f"OpenAI-compatible URL (default: ${ENV_VARS['base_url']})"
+    parser.add_argument("--base-url", default=os.environ.get(ENV_VARS["base_url"]), help=base_url)
+    model = f"model name (default %(default)s; ${ENV_VARS['model']} replaces it)"
+    parser.add_argument("--model", default=os.environ.get(ENV_VARS["model"], "default"), help=model)
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    temperature = "sampling temperature, sent only when given (default: the server's)"
+    parser.add_argument("--temperature", type=float, default=None, help=temperature)
+    output = "max_tokens of each call, sent only when given (default: the server's)"
+    parser.add_argument("--max-output-tokens", type=int, default=None, help=output)
+    protocols = ("native", "text")
+    help_text = "native tool_calls, or <tool_call> blocks in the reply (servers without tool calling)"
+    parser.add_argument("--tool-protocol", choices=protocols, default="native", help=help_text)

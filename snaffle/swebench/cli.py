@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
@@ -75,16 +74,7 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p = commands.add_parser("run", help="run a harness on SWE-bench instances", description="Run a batch.")
     add_selection(p)
     p.add_argument("--arm", choices=HARNESSES, default=DEFAULT_ARM, help="the harness (default %(default)s)")
-    base_url = f"OpenAI-compatible upstream (default: ${settings.ENV_VARS['base_url']})"
-    p.add_argument("--base-url", default=os.environ.get(settings.ENV_VARS["base_url"]), help=base_url)
-    model = f"model name (default %(default)s; ${settings.ENV_VARS['model']} replaces it)"
-    p.add_argument("--model", default=os.environ.get(settings.ENV_VARS["model"], "default"), help=model)
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    temperature = "sampling temperature, sent only when given (default: the server's)"
-    p.add_argument("--temperature", type=float, default=None, help=temperature)
-    output = "max_tokens of each call, sent only when given (default: the server's)"
-    p.add_argument("--max-output-tokens", type=int, default=None, help=output)
-    p.add_argument("--tool-protocol", choices=("native", "text"), default="native", help="how tools are offered")
+    settings.add_model_args(p)
     batch = field_defaults(BatchConfig)
     p.add_argument("--workers", type=int, default=batch["workers"], help="instances run at once (default %(default)s)")
     executor = "a local process pool, or Ray (default %(default)s)"
