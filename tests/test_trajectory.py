@@ -107,15 +107,26 @@ def one_of_each() -> dict[str, Event]:
     reply = ModelReply("look", (CALL,), None, Usage(3, 1), 0.25, "tool_calls", "native")
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
     return {
-        "header": header_event(Task(Path("/repo"), "issue"), "minimal", "m", "http://x", Limits(3), 10, {}),
-        "model_call": model_call_event(1, messages, 1, reply, Usage(3, 1), {"turns": 1}),
+        "header": header_event(
+            Task(Path("/repo"), "issue"),
+            "minimal",
+            "m",
+            "http://x",
+            Limits(3),
+            10,
+            {},
+            {"samples": {"value": 3, "from": "default"}},
+            fixed_context={"reproduce": 8, "repair": 10},
+            interpreter={"path": "/usr/bin/python3", "version": "3.11.7", "chosen": "snaffle's own"},
+        ),
+        "model_call": model_call_event(1, messages, 1, reply, Usage(3, 1), {"turns": 1}, stage="reproduce"),
         "retry": retry_event(1, "APIConnectionError: refused", 1.23456),
         "tool_call": tool_call_event(1, CALL, None),
         "gate": gate_event(1, "c1", GateResult("lint", False, "syntax error")),
         "tool_result": tool_result_event(1, ToolResult("c1", "bash", "a.py"), 0.1),
         "collapse": collapse_event(2, "c1", "bash", "[collapsed] bash ls (1 lines)"),
         "compaction": compaction_event(2, 100, 50, "[summary] collapsed 1 older observations"),
-        "stage": stage_event("select", "sample 0", votes={"k": 1}),
+        "stage": stage_event("select", "sample 0", votes={"k": 1}, test_runs=2),
         "exit": exit_event("submitted", "the model wrote DONE", "", {"turns": 1}),
     }
 
