@@ -242,7 +242,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     config = replace(config, python=python)
     previous_run = check_run_dir(args.out, args.overwrite)
     check_endpoint(args.shim.rstrip("/") + "/v1" if args.shim else config.model.base_url)
-    collect_failing_test(task, args.sandbox)  # pytest collects it in the sandbox, before any model call
+    collect_failing_test(task, args.sandbox, python)  # pytest collects it in the sandbox, before any model call
     clear_run_dir(previous_run)  # only once the run can start: a refused start loses nothing
     if not args.quiet:
         print(f"snaffle: python {python.path} ({python.how})", file=sys.stderr)

@@ -14,6 +14,7 @@ import httpx
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.fixed_context import fixed_context
 from snaffle.agentless.pipeline import Pipeline
+from snaffle.agentless.validate import collect_only
 from snaffle.arms import ArmSetup, ArmSpec, Parts, arm_spec, start
 from snaffle.cache import cache_dir
 from snaffle.exceptions import StateError, UserError
@@ -274,19 +275,19 @@ def disagrees(usage: Usage, shim: dict[str, Any] | None) -> bool:
     return (usage.prompt_tokens, usage.completion_tokens) != (shim["prompt_tokens"], shim["completion_tokens"])
 
 
-def collect_failing_test(task: Task, sandbox_mode: str) -> None:
-    """Refuse a `failing_test` that pytest does not collect, asked in the sandbox on a private copy (before any
-    model call); a file that errors at collection is not refused (the bug itself may break its import)."""
+def collect_failing_test(task: Task, sandbox_mode: str, python: PythonChoice | None = None) -> None:
+    """Refuse a `failing_test` that pytest does not collect, asked in the sandbox on a private copy with the
+    interpreter the run will use (before any model call); a file that errors at collection is not refused (the bug
+    itself may break its import)."""
     if task.failing_test is None:
         return
     user = Workspace.open(task.repo)
     try:
         with tempfile.TemporaryDirectory(prefix="snaffle-collect-") as scratch:
             copy = user.clone(Path(scratch) / "work")
-            sandbox = Sandbox.create(Path(scratch) / "sandbox", sandbox_mode)
-            argv = [sandbox.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-            argv += [f"--rootdir={copy.root}", "--", task.failing_test]
-            done = sandbox.run(argv, copy.root, COLLECT_TIMEOUT_S, writable=copy.root, env=sandbox.env_for(copy.root))
+            choice = python or choose(task.repo, None)
+            sandbox, _ = prepare(choice, Path(scratch) / "sandbox", sandbox_mode)
+            done = collect_only(copy.root, sandbox, [task.failing_test], COLLECT_TIMEOUT_S)
     finally:
         user.close()
     if done.returncode in PYTEST_COLLECTED_NOTHING:

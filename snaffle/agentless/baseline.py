@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from snaffle.agentless.validate import TestOutcomes
+from snaffle.agentless.validate import TestOutcomes, collect_only
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
@@ -49,9 +49,7 @@ def verdict(
 
 def why_no_tests(workspace: Workspace, sandbox: Sandbox, files: Sequence[str]) -> str:
     """The first error line of collecting `files` in the sandbox (e.g. an ImportError), else its last line."""
-    command = [sandbox.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files]
-    env = sandbox.env_for(workspace.root)
-    done = sandbox.run(command, workspace.root, WHY_TIMEOUT_S, writable=workspace.root, env=env)
+    done = collect_only(workspace.root, sandbox, files, WHY_TIMEOUT_S)
     return first_error(done.output) or f"pytest exited {done.returncode} and ran no test"
 
 

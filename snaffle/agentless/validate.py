@@ -14,7 +14,7 @@ from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
 from snaffle.index.imports import imported_modules, module_name
 from snaffle.index.repo import RepoIndex
-from snaffle.sandbox import Sandbox
+from snaffle.sandbox import Completed, Sandbox
 from snaffle.workspace import Workspace
 
 TESTS_TIMEOUT_S = 300.0
@@ -74,6 +74,12 @@ def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
         if named or imports & modules or any(i.startswith(m + ".") for i in imports for m in modules):
             found.append(test)
     return sorted(found, key=lambda t: (Path(t).stem.removeprefix("test_") not in stems, t))[:MAX_RELATED_TEST_FILES]
+
+
+def collect_only(root: Path, sandbox: Sandbox, targets: Sequence[str], timeout_s: float) -> Completed:
+    """pytest's `--collect-only` of `targets` in the sandbox, on the copy at `root` (nothing runs but imports)."""
+    argv = [sandbox.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={root}"]
+    return sandbox.run([*argv, "--", *targets], root, timeout_s, writable=root, env=sandbox.env_for(root))
 
 
 def run_tests(
