@@ -323,7 +323,8 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
         "status": status,
         "error": error,
         "failed_before": failed_before,
-        "resolved": failed_before and judge(task, repo, base / "judge-after"),
+        "resolved": failed_before
+        and judge(task, judged_tree(repo, base / "run" / "patch.diff", base / "judged"), base / "judge-after"),
         "wall_s": round(wall, 1),
         "time_s": round(wall + stats.replayed_s, 1),
         **stats.as_row(),
@@ -335,6 +336,21 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(base, kept)
     return row
+
+
+def judged_tree(repo: Path, patch: Path, into: Path) -> Path:
+    """The tree the hidden test judges: a copy of `repo` (at `into`) with the run's patch.diff applied. snaffle's
+    arms work on a private copy and leave their answer in patch.diff (the user's tree untouched, as for any user); an
+    external CLI edits `repo` itself and is judged as it left it. A patch that does not apply judges nothing."""
+    if not patch.is_file() or not patch.read_text(encoding="utf-8", errors="replace").strip():
+        return repo
+    if git(repo, "status", "--porcelain", "--untracked-files=no").strip():
+        return repo
+    shutil.copytree(repo, into, symlinks=True)
+    done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.resolve())], cwd=into, capture_output=True)
+    if done.returncode != 0:
+        log(f"patch.diff of {repo} does not apply: {done.stderr.decode(errors='replace').strip()[:200]}")
+    return into
 
 
 def usage_of(events: Sequence[Row]) -> Row:

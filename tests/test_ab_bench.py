@@ -209,3 +209,42 @@ def test_interleaved_runs_take_every_variant_per_task_and_the_splits_in_turn() -
     assert ab.run_order(variants, tasks, interleave=False)[len(tasks)][0].label == "minimal"
     args = ab.parse_args(["--execution", "--variants", r"\+exec$"])
     assert args.variants and args.interleave is False
+
+
+TINY_SOURCE = "def add(a, b):\n    return a + b\n"
+TINY_TEST = "from tiny import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def tiny_task(cache: Path) -> Any:
+    """A planted-bug task over a package sdist the test builds into the bench's download cache (no network)."""
+    import io
+    import tarfile
+
+    dest = cache / "dists" / "tiny-1.0"
+    dest.mkdir(parents=True)
+    with tarfile.open(dest / "tiny-1.0.tar.gz", "w:gz") as sdist:
+        for name, text in {"tiny/__init__.py": TINY_SOURCE, "tests/test_tiny.py": TINY_TEST}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"tiny-1.0/{name}")
+            info.size = len(data)
+            sdist.addfile(info, io.BytesIO(data))
+    issue = "add() subtracts: add(2, 3) gives -1, expected 5.\n"
+    return ab.BenchTask("tiny-add", ab.Package("tiny", "1.0"), "tiny/__init__.py", "a + b", "a - b", issue, TINY_TEST)
+
+
+@pytest.mark.parametrize(("answer", "resolved"), [("return a + b", True), ("return b - a", False)])
+def test_a_run_is_judged_on_the_patch_it_left(scripted: Any, tmp_path: Path, answer: str, resolved: bool) -> None:
+    """snaffle's arms leave the user's tree as it was and their answer in patch.diff: the judge must see the patch."""
+    from snaffle.types import Limits
+
+    reproduction = "```python\nfrom tiny import add\n\n\ndef test_sums():\n    assert add(2, 3) == 5\n```"
+    rewrite = f"```python\ndef add(a, b):\n    {answer}\n```"
+    server = scripted([{"content": reproduction}] + [{"content": rewrite}] * 5)
+    task = tiny_task(tmp_path / "cache")
+    bench = ab.Bench(server.base_url, "scripted", Limits(max_turns=12), tmp_path / "work", tmp_path / "cache")
+    row = ab.run_one(bench, ab.arm_variant(ab.ONE_SHOT), task)
+    assert row["failed_before"] and row["resolved"] is resolved, row
+    if resolved:  # the user's copy of the repo was left as it was; the answer is the run's patch.diff
+        kept = tmp_path / "work" / ab.ONE_SHOT / "tiny-add"
+        assert "a - b" in (kept / "repo" / "tiny" / "__init__.py").read_text()
+        assert f"+    {answer}" in (kept / "run" / "patch.diff").read_text()
