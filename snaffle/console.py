@@ -124,6 +124,20 @@ def money(dollars: float | None) -> str:
     return "$ unknown" if dollars is None else f"${dollars:.4f}"
 
 
+def call_line(event: Event) -> str:
+    """One model call: where it was made (the reproduction call, a sample's turn), its tokens and seconds."""
+    usage = event.get("usage") or {}
+    if event.get("stage"):
+        where = f"{event['stage']} call {event.get('turn')}"
+    else:
+        sample = f"sample {event['sample']} " if isinstance(event.get("sample"), int) else ""
+        where = f"{sample}turn {event.get('turn')}"
+    return (
+        f"{where}: {usage.get('prompt_tokens', 0)} prompt + "
+        f"{usage.get('completion_tokens', 0)} output tokens, {float(event.get('latency_s') or 0):.1f}s"
+    )
+
+
 def event_line(event: Event) -> str | None:
     """The progress line of one event (None: the event gets no line of its own)."""
     kind = event.get("type")
@@ -133,12 +147,7 @@ def event_line(event: Event) -> str | None:
     if kind == "stage":
         return stage_line(event)
     if kind == "model_call":
-        usage = event.get("usage") or {}
-        where = f"sample {event['sample']} " if isinstance(event.get("sample"), int) else ""
-        return (
-            f"{where}turn {event.get('turn')}: {usage.get('prompt_tokens', 0)} prompt + "
-            f"{usage.get('completion_tokens', 0)} output tokens, {float(event.get('latency_s') or 0):.1f}s"
-        )
+        return call_line(event)
     if kind == "tool_call":
         return f"  {event.get('name')} {str(event.get('arguments'))[:ARGUMENTS_SHOWN]}"
     if kind == "retry":

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from snaffle import data
+from snaffle.console import call_line
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
 from snaffle.sandbox import add_sandbox_arg, require_mode
@@ -141,12 +142,7 @@ def progress_printer() -> Callable[[Event], None]:
     def show(event: Event) -> None:
         elapsed = f"[{time.monotonic() - started:6.1f}s]"
         if event["type"] == "model_call":
-            usage = event["usage"]
-            sample = f"sample {event['sample']} " if "sample" in event else ""
-            print(
-                f"{elapsed} {sample}turn {event['turn']}: {usage['prompt_tokens']} prompt + "
-                f"{usage['completion_tokens']} output tokens, {event['latency_s']:.1f}s"
-            )
+            print(f"{elapsed} {call_line(event)}")
         elif event["type"] == "tool_call":
             print(f"{elapsed}   {event['name']} {str(event['arguments'])[:100]}")
         elif event["type"] == "stage":

@@ -15,7 +15,7 @@ import termios
 import time
 from pathlib import Path
 
-from snaffle.console import Progress
+from snaffle.console import Progress, call_line
 from snaffle.trajectory import header_event, model_call_event, read_trajectory, stage_event
 from snaffle.types import Limits, ModelReply, Task, Usage
 from tests.helpers import CALC_ISSUE, Start
@@ -138,3 +138,11 @@ def test_the_status_tracks_phase_sample_tokens_dollars_and_caps_left_from_events
     lines = shown.getvalue().splitlines()
     assert lines[1] == "[   0.0s] localize: 2 candidates (a.py::f, a.py::g)"
     assert lines[-1] == "[  30.0s] sample 1: submitted, 2 changed lines" and len(lines) == 6
+
+
+def test_the_reproduction_call_is_named_as_such_and_a_sample_by_its_turn() -> None:
+    usage = {"prompt_tokens": 684, "completion_tokens": 112}
+    reproduce = {"type": "model_call", "stage": "reproduce", "turn": 1, "usage": usage, "latency_s": 32.13}
+    repair = {"type": "model_call", "sample": 0, "turn": 1, "usage": usage, "latency_s": 25.26}
+    assert call_line(reproduce) == "reproduce call 1: 684 prompt + 112 output tokens, 32.1s"
+    assert call_line(repair) == "sample 0 turn 1: 684 prompt + 112 output tokens, 25.3s"
