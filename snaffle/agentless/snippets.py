@@ -273,10 +273,10 @@ def _value_at(text: str, start: int) -> tuple[str, int] | None:
         end = text.find("`", start + 1)
         code = text[start + 1 : end] if end > start else ""
         return (code.strip(), end + 1) if code.strip() and "\n" not in code and is_expr(code) else None
-    end = _literal_end(text, start)
-    if end is None or _literal_kind(text[start:end]) is None:
+    bare = _literal_end(text, start)
+    if bare is None or _literal_kind(text[start:bare]) is None:
         return None
-    return text[start:end], end
+    return text[start:bare], bare
 
 
 def _literal_end(text: str, start: int) -> int | None:
