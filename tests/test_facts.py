@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from snaffle.agentless import facts
 from snaffle.agentless.facts import SnippetLimits
@@ -14,6 +16,8 @@ from snaffle.agentless.localize import Localizer
 from snaffle.agentless.validate import run_tests
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
+from snaffle.trace.show import ShowOptions, show
+from snaffle.trajectory import stage_event
 from snaffle.workspace import Workspace
 from tests.helpers import FORK_BOMB, make_repo
 
@@ -395,3 +399,13 @@ def test_a_snippet_made_test_carries_the_added_import_and_the_reproduction_promp
     assert before.ran and before.failed and not before.errored
     after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
     assert after.passed and not after.failed
+
+
+def test_trace_show_says_which_imports_a_snippet_was_given(shelf_repo: Path, sandbox: Sandbox) -> None:
+    found = facts.gather(BARE_ISSUE, shelf_repo, sandbox, INFER)
+    event = stage_event("issue_facts", facts.decision(found), **facts.facts_fields(found))
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    assert show([event], console, ShowOptions()) == 1
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "snippet 1 (session, 3 lines) [added: import shelf]: raised ValueError: slot 'fish' is frozen" in text
+    assert "reproduces (raised)" in text

@@ -215,12 +215,14 @@ def _implicit(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) 
 
 def ordered_expectations(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) -> Mapped:
     """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
-    values once, as many as those lines, in sessions that show no traceback (an expectation may be about the line
-    that raised), and each value differs from the one the user was shown and is of its kind."""
-    stated = [(m, v) for m in STATED_RE.finditer(text) if not _covering(text, m) if (v := stated_values(text, m.end()))]
+    values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
+    sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
+    the one the user was shown and is of its kind."""
+    starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
+    stated = [(m, stated_values(text, m.end())) for m in starts]
+    said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
     if not stated:
         return [], []
-    said = [text[m.start() : m.end()] + ", ".join(v) for m, v in stated]
     values = stated[0][1]
     if len(stated) != 1 or len(values) != len(lines) or _shows_traceback(snippets, lines):
         return [], said
