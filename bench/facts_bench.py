@@ -30,13 +30,22 @@ from snaffle.agentless.validate import run_tests
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
+SWITCHES = ("infer_imports", "ordered_expectations", "indented_scripts")
 VARIANTS = {
-    "today": {"infer_imports": False, "ordered_expectations": False},
-    "+imports": {"infer_imports": True, "ordered_expectations": False},
-    "+ordered": {"infer_imports": False, "ordered_expectations": True},
-    "+imports+ordered": {"infer_imports": True, "ordered_expectations": True},
+    "today": {},
+    "+imports": {"infer_imports": True},
+    "+ordered": {"ordered_expectations": True},
+    "+indented": {"indented_scripts": True},
+    "+all": dict.fromkeys(SWITCHES, True),
 }
-"""The [snippets] switches each row runs with (the other keys as in snaffle/data/agentless.toml)."""
+"""The [snippets] switches each row turns on (the others off, every other key as in snaffle/data/agentless.toml)."""
+
+
+def variant_limits(base: SnippetLimits, variant: str) -> SnippetLimits:
+    """`base` with the variant's switches on and the other switches off."""
+    return replace(base, **{**dict.fromkeys(SWITCHES, False), **VARIANTS[variant]})
+
+
 STOPPED = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError"})
 """A snippet that ended in one of these (or an undefined name of its own) never reached the repository's code."""
 
@@ -235,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for task in tasks:
             trees = trees_for(task, Path(args.cache), work, pristine)
             for variant in variants:
-                rows.append(measure(task, variant, replace(base, **VARIANTS[variant]), trees, sandbox))
+                rows.append(measure(task, variant, variant_limits(base, variant), trees, sandbox))
                 out.write(json.dumps(asdict(rows[-1])) + "\n")
                 out.flush()
                 print(f"{task.id} {variant}: {oracle(rows[-1])}", file=sys.stderr, flush=True)

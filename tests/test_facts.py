@@ -86,6 +86,7 @@ FAST = SnippetLimits(
     infer_imports=False,
     max_imports=3,
     ordered_expectations=False,
+    indented_scripts=False,
 )
 INFER = replace(FAST, infer_imports=True, ordered_expectations=True)
 

@@ -73,7 +73,7 @@ def rows_for(issue: str, tmp_path: Path, sandbox: Sandbox) -> dict[str, Any]:
     task = tiny_task(tmp_path / "cache", issue)
     trees = fb.trees_for(task, tmp_path / "cache", tmp_path / "work", {})
     base = replace(facts.snippet_limits(), timeout_s=10.0)
-    return {v: fb.measure(task, v, replace(base, **switches), trees, sandbox) for v, switches in fb.VARIANTS.items()}
+    return {v: fb.measure(task, v, fb.variant_limits(base, v), trees, sandbox) for v in fb.VARIANTS}
 
 
 def test_the_trees_are_the_planted_and_the_pristine_package(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_a_session_without_its_import_becomes_a_true_oracle_only_with_inference_
     tmp_path: Path, sandbox: Sandbox
 ) -> None:
     rows = rows_for(RIGHT_ISSUE, tmp_path, sandbox)
-    today, both = rows["today"], rows["+imports+ordered"]
+    today, both = rows["today"], rows["+all"]
     assert (today.snippets, today.ran, today.reproduced, fb.oracle(today), today.snippet_test) == (1, 0, 0, "-", "none")
     assert (rows["+imports"].ran, rows["+imports"].reproduced, rows["+imports"].imports_added) == (1, 0, 1)
     assert rows["+ordered"].expectations == 2 and rows["+ordered"].reproduced == 0  # it stops at the NameError
@@ -102,7 +102,7 @@ def test_a_session_without_its_import_becomes_a_true_oracle_only_with_inference_
 
 
 def test_evidence_that_fails_on_the_correct_code_is_a_false_oracle(tmp_path: Path, sandbox: Sandbox) -> None:
-    both = rows_for(WRONG_ISSUE, tmp_path, sandbox)["+imports+ordered"]
+    both = rows_for(WRONG_ISSUE, tmp_path, sandbox)["+all"]
     assert (both.reproduced, both.oracle_false, fb.oracle(both), both.snippet_test) == (1, 1, "FALSE", "false")
 
 

@@ -158,3 +158,36 @@ def test_prose_that_names_no_value_is_no_statement_of_values() -> None:
     issue = TWO_LINES + "I expected a ValueError here, as expected by the docs.\n"
     extracted = extract(issue, ordered=True)
     assert (extracted.snippets[0].expectations, extracted.ambiguous) == ((), ())
+
+
+INDENTED_ISSUE = """get_in crashes:
+
+    from calc import get_in
+    order = {"items": [1]}
+
+    get_in(["items", 10], order)
+
+    Traceback (most recent call last):
+      File "example.py", line 3, in <module>
+    IndexError: list index out of range
+
+Expected None. Note that
+    this indented line continues the sentence, and so does
+    get_in(this)
+
+    Also
+"""
+
+
+def test_an_indented_code_block_is_a_script_cut_before_its_traceback_when_switched_on() -> None:
+    assert extract(INDENTED_ISSUE).snippets == ()
+    (snippet,) = extract(INDENTED_ISSUE, indented=True).snippets
+    assert (snippet.kind, snippet.code) == (
+        "script",
+        'from calc import get_in\norder = {"items": [1]}\n\nget_in(["items", 10], order)',
+    )
+
+
+def test_indented_sessions_and_fenced_blocks_are_not_read_twice_as_indented_scripts() -> None:
+    issue = SESSION_ISSUE + "\n```text\n\n    import calc\n    calc.add(1, 2)\n```\n"
+    assert [s.kind for s in extract(issue, indented=True).snippets] == ["session"]  # a fence's text is the fence's

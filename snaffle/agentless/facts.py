@@ -53,6 +53,8 @@ class SnippetLimits:
     """The most imports added to one snippet."""
     ordered_expectations: bool
     """Stated values map in order onto as many session lines (snippets.ordered_expectations)."""
+    indented_scripts: bool
+    """Markdown's indented code blocks are snippets too (snippets.indented_blocks)."""
 
 
 @cache
@@ -266,7 +268,7 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     """Extract the issue's snippets and run each on the tree at `root`."""
     started = time.monotonic()
     limits = limits or snippet_limits()
-    extracted: Extracted = extract(issue, limits.ordered_expectations)
+    extracted: Extracted = extract(issue, limits.ordered_expectations, limits.indented_scripts)
     imports = RepoImports.read(root, issue) if limits.infer_imports else None
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 
 from snaffle.agentless.issue_text import HTML_COMMENT_RE
@@ -86,15 +87,18 @@ class Extracted:
     ambiguous: tuple[str, ...] = ()
 
 
-def extract(text: str, ordered: bool = False) -> Extracted:
-    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts, then `python -c`;
-    `ordered`: stated values map in order onto as many session lines (`ordered_expectations`)."""
+def extract(text: str, ordered: bool = False, indented: bool = False) -> Extracted:
+    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (`indented`: and
+    Markdown's indented code blocks), then `python -c`; `ordered`: stated values map in order onto as many session
+    lines (`ordered_expectations`)."""
     text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
         body = match["body"]
         if match["lang"].lower() in PYTHON_LANGS and ">>>" not in body and runnable(body):
             found.append(Snippet("script", (Statement(body.strip("\n")),)))
+    if indented:
+        found += [Snippet("script", (Statement(code),)) for code in indented_blocks(text) if acts(code)]
     found += [Snippet("command", (Statement(code),)) for code in commands(text)]
     unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
     return attach_expectations(unique, text, ordered)
@@ -146,6 +150,47 @@ def _prompt_after_blank(lines: list[str], i: int) -> bool:
     while i < len(lines) and not lines[i].strip():
         i += 1
     return i < len(lines) and PROMPT_RE.match(lines[i]) is not None
+
+
+def indented_blocks(text: str) -> list[str]:
+    """Markdown's indented code blocks outside fences (lines indented by 4 spaces or a tab after a blank line),
+    dedented and cut before a pasted traceback; sessions (`>>>`) are read elsewhere."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    blank = True
+    for line in FENCE_RE.sub("", text).splitlines():
+        if line.strip() and line.startswith(("    ", "\t")):
+            if current is None and blank:
+                current = []
+                blocks.append(current)
+            if current is not None:  # else an indented line right after prose: the paragraph goes on
+                current.append(line)
+        elif not line.strip():
+            if current is not None:
+                current.append("")
+        else:
+            current = None
+        blank = not line.strip()
+    return [code for block in blocks if (code := _before_traceback(block)) and ">>>" not in code]
+
+
+def _before_traceback(block: list[str]) -> str:
+    """The block's text (dedented) up to its first paragraph that starts a traceback."""
+    kept: list[str] = []
+    for number, line in enumerate(block):
+        starts_paragraph = number == 0 or not block[number - 1].strip()
+        if starts_paragraph and TRACEBACK_HEAD in line:
+            break
+        kept.append(line)
+    return textwrap.dedent("\n".join(kept)).strip("\n")
+
+
+def acts(code: str) -> bool:
+    """Runnable, and does something a reproduction does: imports, assigns or calls (a lone name or word is prose)."""
+    if not runnable(code):
+        return False
+    nodes = ast.walk(ast.parse(code))
+    return any(isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign, ast.Call)) for n in nodes)
 
 
 def commands(text: str) -> list[str]:
