@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -234,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(args.work).resolve()
     tasks = ab.select_tasks(ab.load_tasks(), args.tasks, 0, args.split)
     variants = [v for v in VARIANTS if re.search(args.variants, v)]
+    if not tasks or not variants:
+        print(f"facts_bench: no {'task' if not tasks else 'variant'} matches; see --help", file=sys.stderr)
+        return 2
     sandbox = Sandbox.create(work / "sandbox")
     base = facts.snippet_limits()
     rows: list[TaskRow] = []
@@ -242,7 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results.parent.mkdir(parents=True, exist_ok=True)
     with results.open("w", encoding="utf-8") as out:
         for task in tasks:
-            trees = trees_for(task, Path(args.cache), work, pristine)
+            try:
+                trees = trees_for(task, Path(args.cache), work, pristine)
+            except (subprocess.CalledProcessError, OSError, ValueError) as error:
+                print(f"facts_bench: {task.id}: no tree ({error}); is {task.package.name} on PyPI?", file=sys.stderr)
+                return 1
             for variant in variants:
                 rows.append(measure(task, variant, variant_limits(base, variant), trees, sandbox))
                 out.write(json.dumps(asdict(rows[-1])) + "\n")

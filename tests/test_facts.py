@@ -410,3 +410,10 @@ def test_trace_show_says_which_imports_a_snippet_was_given(shelf_repo: Path, san
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "snippet 1 (session, 3 lines) [added: import shelf]: raised ValueError: slot 'fish' is frozen" in text
     assert "reproduces (raised)" in text
+
+
+def test_an_indented_code_block_runs_as_a_script_when_switched_on(shelf_repo: Path, sandbox: Sandbox) -> None:
+    issue = "Setting fish fails:\n\n    from shelf import Shelf\n    Shelf()['fish'] = 1\n\nValueError, why?\n"
+    assert facts.gather(issue, shelf_repo, sandbox, INFER).runs == ()
+    (run,) = facts.gather(issue, shelf_repo, sandbox, replace(INFER, indented_scripts=True)).runs
+    assert run.snippet.kind == "script" and run.reason == "raised"

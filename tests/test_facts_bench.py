@@ -152,3 +152,10 @@ def test_the_totals_count_tasks_per_split_and_variant() -> None:
         "test | today | 1 | 1/1 | 0 | 0 | 0 | 0",
     ]
     assert fb.table(rows).splitlines()[2].startswith("t | dev | today | 1 | 1 | 0 | 1 | true |")
+
+
+def test_a_filter_that_matches_nothing_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fb.main(["--tasks", "no-such-task", "--work", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "facts_bench: no task matches; see --help\n"
