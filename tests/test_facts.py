@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from snaffle.agentless import facts
 from snaffle.agentless.facts import SnippetLimits
@@ -14,6 +16,8 @@ from snaffle.agentless.localize import Localizer
 from snaffle.agentless.validate import run_tests
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
+from snaffle.trace.show import ShowOptions, show
+from snaffle.trajectory import stage_event
 from snaffle.workspace import Workspace
 from tests.helpers import FORK_BOMB, make_repo
 
@@ -73,7 +77,18 @@ WRONG_VALUE_ISSUE = """Shelf total is off by one
 
 I expected `s.total()` to return `2`.
 """
-FAST = SnippetLimits(timeout_s=6.0, output_cap_bytes=4_000, memory_mb=1024, file_mb=4, coverage=True)
+FAST = SnippetLimits(
+    timeout_s=6.0,
+    output_cap_bytes=4_000,
+    memory_mb=1024,
+    file_mb=4,
+    coverage=True,
+    infer_imports=False,
+    max_imports=3,
+    ordered_expectations=False,
+    indented_scripts=False,
+)
+INFER = replace(FAST, infer_imports=True, ordered_expectations=True)
 
 
 @pytest.fixture
@@ -247,3 +262,158 @@ def test_a_session_pasted_without_its_import_is_run_after_the_packages_star_impo
     (shelf_repo / "other" / "__init__.py").write_text("")
     (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs  # two packages: which one is a guess, so none
     assert run.seen.raised is not None and run.seen.raised.type == "NameError" and run.reason == ""
+
+
+BARE_ISSUE = """Shelf refuses my key, no import shown as users paste it:
+
+    >>> s = shelf.Shelf()
+    >>> s["fish"] = 1
+    Traceback (most recent call last):
+      ...
+    ValueError: slot 'fish' is frozen
+"""
+
+
+def test_a_session_naming_a_repo_module_it_never_imported_runs_with_the_import(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    (before,) = facts.gather(BARE_ISSUE, shelf_repo, sandbox, FAST).runs
+    assert before.seen.raised is not None and before.seen.raised.line == "NameError: name 'shelf' is not defined"
+    assert before.reason == "" and before.imports_added == ()
+    found = facts.gather(BARE_ISSUE, shelf_repo, sandbox, INFER)
+    (run,) = found.runs
+    assert run.imports_added == ("import shelf",) and run.snippet.statements[0].source == "import shelf"
+    assert run.reason == "raised" and run.seen.raised is not None
+    assert run.seen.raised.repo_frames[-1][2] == "__setitem__"
+    assert facts.facts_fields(found)["snippets"][0]["imports_added"] == ["import shelf"]  # type: ignore[index]
+
+
+TWO_NAMES_ISSUE = """describe() shows nothing for a new shelf
+
+    >>> s = Shelf()
+    >>> s["a"] = 1
+    >>> describe(s)
+    ''
+
+Expected 'a=1'.
+"""
+
+
+def test_names_one_package_binds_are_imported_from_it_one_after_the_other_up_to_the_cap(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    (shelf_repo / "other").mkdir()
+    (shelf_repo / "other" / "__init__.py").write_text("def helper():\n    return 1\n")  # two packages: no star
+    (run,) = facts.gather(TWO_NAMES_ISSUE, shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == ("from shelf import Shelf", "from shelf import describe")
+    assert run.seen.raised is None and run.seen.values[-1] == "'a=1'" and run.seen.met == (True,)
+    assert run.snippet.expectations[0].statement == 4  # moved down by the two imports
+    (capped,) = facts.gather(TWO_NAMES_ISSUE, shelf_repo, sandbox, replace(INFER, max_imports=1)).runs
+    assert capped.imports_added == ("from shelf import Shelf",)
+    assert capped.seen.raised is not None and capped.seen.raised.line == "NameError: name 'describe' is not defined"
+
+
+def test_a_name_two_packages_bind_is_left_undefined(shelf_repo: Path, sandbox: Sandbox) -> None:
+    (shelf_repo / "other").mkdir()
+    (shelf_repo / "other" / "__init__.py").write_text("class Shelf:\n    pass\n")
+    (run,) = facts.gather(TWO_NAMES_ISSUE, shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == ()
+    assert run.seen.raised is not None and run.seen.raised.line == "NameError: name 'Shelf' is not defined"
+
+
+def test_a_name_only_a_module_the_issue_names_binds_is_imported_from_that_module(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    core = shelf_repo / "shelf" / "core.py"
+    core.write_text(core.read_text() + "\n\ndef first_key(shelf):\n    return shelf.keys()[1]\n")
+    session = '    >>> from shelf import Shelf\n    >>> s = Shelf()\n    >>> s["a"] = 1\n    >>> first_key(s)\n'
+    unnamed = f"first_key fails with IndexError:\n\n{session}"
+    (run,) = facts.gather(unnamed, shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == ()  # the package does not export it and the issue names no module
+    named = f"`shelf.core.first_key` fails with IndexError:\n\n{session}"
+    (run,) = facts.gather(named, shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == ("from shelf.core import first_key",)
+    assert run.reason == "raised" and run.seen.raised is not None and run.seen.raised.type == "IndexError"
+
+
+def hostile_name_issue(name: str) -> str:
+    """A snippet that stops at `name` undefined: a real NameError for a name, a raised one for anything else."""
+    code = f"{name}.run()" if name.isidentifier() else f'raise NameError("name {name!r} is not defined")'
+    return f"```python\n{code}\n```\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("os", "a standard-library module, though the repository has an os.py"),
+        ("pytest", "installed, and the package binds it by `import pytest`"),
+        ("../../etc/passwd", "a path"),
+        ("outside", "a top-level package that is a symlink out of the repository"),
+        ("sneaky", "a name the package takes from outside the repository"),
+    ],
+)
+def test_a_hostile_name_error_never_imports_something_from_outside_the_repository(
+    name: str, why: str, shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    (shelf_repo / "os.py").write_text("print('repo os imported')\n")
+    init = shelf_repo / "shelf" / "__init__.py"
+    init.write_text(init.read_text() + "import pytest\nfrom json import loads as sneaky\n")
+    elsewhere = tmp_path / "elsewhere" / "outside"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("print('outside imported')\n")
+    (shelf_repo / "outside").symlink_to(elsewhere, target_is_directory=True)
+    (run,) = facts.gather(hostile_name_issue(name), shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == (), why
+    assert run.seen.raised is not None and run.seen.raised.type == "NameError", why
+    assert "imported" not in run.seen.output, why
+
+
+def test_a_repo_module_imported_by_inference_still_runs_only_in_the_sandbox(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    target = tmp_path / "host-file.txt"
+    (shelf_repo / "grabby").mkdir()
+    (shelf_repo / "grabby" / "__init__.py").write_text(
+        "import pathlib\n"
+        "def go():\n"
+        f"    pathlib.Path({str(target)!r}).write_text('escaped')\n"
+        "    pathlib.Path(__file__).write_text('broken = True')\n"
+    )
+    before = (shelf_repo / "grabby" / "__init__.py").read_text()
+    (run,) = facts.gather("```python\ngrabby.go()\n```\n", shelf_repo, sandbox, INFER).runs
+    assert run.imports_added == ("import grabby",)
+    assert run.seen.raised is not None and run.seen.raised.type in ("OSError", "PermissionError", "FileNotFoundError")
+    assert not target.exists() and (shelf_repo / "grabby" / "__init__.py").read_text() == before
+
+
+def test_a_snippet_made_test_carries_the_added_import_and_the_reproduction_prompt_shows_it(
+    shelf_repo: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    found = facts.gather(BARE_ISSUE, shelf_repo, sandbox, INFER)
+    test = facts.snippet_test(found)
+    assert test is not None and "    import shelf\n    s = shelf.Shelf()" in test
+    assert "```python\nimport shelf\ns = shelf.Shelf()" in facts.observed_text(found)
+    path = sandbox.scratch / "repro" / "test_snippet_made.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(test)
+    before = run_tests(Workspace.open(shelf_repo), sandbox, [], [str(path)])
+    assert before.ran and before.failed and not before.errored
+    after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
+    assert after.passed and not after.failed
+
+
+def test_trace_show_says_which_imports_a_snippet_was_given(shelf_repo: Path, sandbox: Sandbox) -> None:
+    found = facts.gather(BARE_ISSUE, shelf_repo, sandbox, INFER)
+    event = stage_event("issue_facts", facts.decision(found), **facts.facts_fields(found))
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    assert show([event], console, ShowOptions()) == 1
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "snippet 1 (session, 3 lines) [added: import shelf]: raised ValueError: slot 'fish' is frozen" in text
+    assert "reproduces (raised)" in text
+
+
+def test_an_indented_code_block_runs_as_a_script_when_switched_on(shelf_repo: Path, sandbox: Sandbox) -> None:
+    issue = "Setting fish fails:\n\n    from shelf import Shelf\n    Shelf()['fish'] = 1\n\nValueError, why?\n"
+    assert facts.gather(issue, shelf_repo, sandbox, INFER).runs == ()
+    (run,) = facts.gather(issue, shelf_repo, sandbox, replace(INFER, indented_scripts=True)).runs
+    assert run.snippet.kind == "script" and run.reason == "raised"

@@ -96,3 +96,98 @@ def test_the_same_snippet_twice_is_run_once_and_prose_alone_gives_none() -> None
 def test_windows_line_ends_are_read_as_line_ends() -> None:
     (snippet,) = extract(">>> from calc import add\r\n>>> add(2, 3)\r\n-1\r\n").snippets
     assert [(s.source, s.shown) for s in snippet.statements] == [("from calc import add", ""), ("add(2, 3)", "-1")]
+
+
+TWO_LINES = ">>> from calc import name\n>>> name('a-b')\n'a-b'\n>>> name('X-Y')\n'x-y'\n\n"
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("Expected 'a_b' and 'x_y'.", ["'a_b'", "'x_y'"]),
+        ("I expected 'a_b', and 'x_y' (dashes become underscores).", ["'a_b'", "'x_y'"]),
+        ("They should be `'a_b'`, `'x_y'`", ["'a_b'", "'x_y'"]),
+        ("Expected: 'a_b' and 'x_y' -- as documented.", ["'a_b'", "'x_y'"]),
+    ],
+)
+def test_stated_values_map_in_order_onto_as_many_session_lines(said: str, expected: list[str]) -> None:
+    extracted = extract(TWO_LINES + said + "\n", ordered=True)
+    (snippet,) = extracted.snippets
+    assert [(e.statement, e.expected) for e in snippet.expectations] == list(zip([1, 2], expected, strict=True))
+    assert extracted.ambiguous == ()
+    assert extract(TWO_LINES + said + "\n").snippets[0].expectations == ()  # not without the switch
+
+
+@pytest.mark.parametrize(
+    ("issue", "why"),
+    [
+        (">>> from calc import add\n>>> add(2, 3)\n-1\n\nExpected: 5\n", "one value, one line"),
+        (">>> from calc import add\n>>> add(2, 3)\n-1\n\nThis should be 5.\n", "should be"),
+        (">>> from calc import tail\n>>> tail(2, [1, 2, 3])\n[2, 3]\n\nExpected [3].\n", "a list"),
+        (">>> from calc import ok\n>>> ok(1)\nFalse\n\nso I expected True (as documented).\n", "a constant"),
+    ],
+)
+def test_one_stated_value_maps_onto_the_one_session_line(issue: str, why: str) -> None:
+    (snippet,) = extract(issue, ordered=True).snippets
+    assert [e.statement for e in snippet.expectations] == [1], why
+
+
+@pytest.mark.parametrize(
+    ("issue", "why"),
+    [
+        (TWO_LINES + "Expected 'a_b'.\n", "one value for two lines"),
+        (TWO_LINES + "Expected 'a_b', 'x_y' and 'z'.\n", "three values for two lines"),
+        (TWO_LINES + "Expected 'a_b' and 'x_y'. It should be 'q' and 'r'.\n", "values stated twice"),
+        (TWO_LINES + "Expected 'a-b' and 'x_y'.\n", "the first value is what the user saw"),
+        (TWO_LINES + "Expected 1 and 2.\n", "numbers where strings were shown"),
+        (TWO_LINES + "Expected 'a_b' and 'x_y' both times.\n", "a word follows"),
+        (
+            ">>> from calc import ordinal\n>>> ordinal(42)\n'42nd'\n>>> ordinal(1)\n"
+            "Traceback (most recent call last):\nIndexError: string index out of range\n\nExpected '1st'.\n",
+            "the session also raises: the value may be the raising line's",
+        ),
+    ],
+)
+def test_stated_values_that_do_not_map_surely_are_left_out(issue: str, why: str) -> None:
+    extracted = extract(issue, ordered=True)
+    assert all(not s.expectations for s in extracted.snippets), why
+    assert extracted.ambiguous, why
+
+
+def test_prose_that_names_no_value_is_no_statement_of_values() -> None:
+    issue = TWO_LINES + "I expected a ValueError here, as expected by the docs.\n"
+    extracted = extract(issue, ordered=True)
+    assert (extracted.snippets[0].expectations, extracted.ambiguous) == ((), ())
+
+
+INDENTED_ISSUE = """get_in crashes:
+
+    from calc import get_in
+    order = {"items": [1]}
+
+    get_in(["items", 10], order)
+
+    Traceback (most recent call last):
+      File "example.py", line 3, in <module>
+    IndexError: list index out of range
+
+Expected None. Note that
+    this indented line continues the sentence, and so does
+    get_in(this)
+
+    Also
+"""
+
+
+def test_an_indented_code_block_is_a_script_cut_before_its_traceback_when_switched_on() -> None:
+    assert extract(INDENTED_ISSUE).snippets == ()
+    (snippet,) = extract(INDENTED_ISSUE, indented=True).snippets
+    assert (snippet.kind, snippet.code) == (
+        "script",
+        'from calc import get_in\norder = {"items": [1]}\n\nget_in(["items", 10], order)',
+    )
+
+
+def test_indented_sessions_and_fenced_blocks_are_not_read_twice_as_indented_scripts() -> None:
+    issue = SESSION_ISSUE + "\n```text\n\n    import calc\n    calc.add(1, 2)\n```\n"
+    assert [s.kind for s in extract(issue, indented=True).snippets] == ["session"]  # a fence's text is the fence's

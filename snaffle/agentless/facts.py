@@ -21,6 +21,7 @@ from pathlib import Path
 
 from snaffle import data
 from snaffle.agentless.evidence import Verdict
+from snaffle.agentless.snippet_imports import RepoImports, undefined_name
 from snaffle.agentless.snippets import Expectation, Extracted, Snippet, Statement, extract
 from snaffle.agentless.validate import TestOutcomes
 from snaffle.gates import is_test_file
@@ -38,13 +39,22 @@ SHORT_OUTPUT = 400
 
 @dataclass(frozen=True)
 class SnippetLimits:
-    """How a snippet runs: snaffle/data/agentless.toml [snippets], every key required."""
+    """How a snippet runs and what is inferred around it: snaffle/data/agentless.toml [snippets], every key
+    required."""
 
     timeout_s: float
     output_cap_bytes: int
     memory_mb: int
     file_mb: int
     coverage: bool
+    infer_imports: bool
+    """A snippet stopped at an undefined name the repository provides is run again with its import first."""
+    max_imports: int
+    """The most imports added to one snippet."""
+    ordered_expectations: bool
+    """Stated values map in order onto as many session lines (snippets.ordered_expectations)."""
+    indented_scripts: bool
+    """Markdown's indented code blocks are snippets too (snippets.indented_blocks)."""
 
 
 @cache
@@ -234,6 +244,8 @@ class SnippetRun:
     seen: Observation
     reason: str
     shown_reproduced: bool | None
+    imports_added: tuple[str, ...] = ()
+    """The import lines put before the issue's snippet so that it runs (`completed`)."""
 
 
 @dataclass(frozen=True)
@@ -255,23 +267,54 @@ class ExecutionFacts:
 def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | None = None) -> ExecutionFacts:
     """Extract the issue's snippets and run each on the tree at `root`."""
     started = time.monotonic()
-    extracted: Extracted = extract(issue)
+    limits = limits or snippet_limits()
+    extracted: Extracted = extract(issue, limits.ordered_expectations, limits.indented_scripts)
+    imports = RepoImports.read(root, issue) if limits.infer_imports else None
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):
-        seen = run_snippet(snippet, root, sandbox, limits)
-        if (starred := star_imported(snippet, seen, root)) is not None:
-            retried = run_snippet(starred, root, sandbox, limits)
-            if not _undefined(retried):
-                snippet, seen = starred, retried
-        runs.append(
-            SnippetRun(number, snippet, seen, reproduces(snippet, seen, issue), shown_reproduced(snippet, seen))
-        )
+        snippet, seen, added = completed(snippet, root, sandbox, limits, imports)
+        reason = reproduces(snippet, seen, issue)
+        runs.append(SnippetRun(number, snippet, seen, reason, shown_reproduced(snippet, seen), added))
     return ExecutionFacts(tuple(runs), extracted.ambiguous, time.monotonic() - started)
+
+
+def completed(
+    snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetLimits, imports: RepoImports | None
+) -> tuple[Snippet, Observation, tuple[str, ...]]:
+    """Run `snippet`; while it stops at a name the repository provides (`imports`), again with that import first
+    (at most `limits.max_imports`); a snippet still stopped at an undefined name gets the star import."""
+    seen = run_snippet(snippet, root, sandbox, limits)
+    added: list[str] = []
+    while imports is not None and len(added) < limits.max_imports:
+        line = imports.import_for(missing) if (missing := missing_name(seen)) else None
+        if line is None or line in added:
+            break
+        tried = with_prelude(snippet, Statement(line))
+        again = run_snippet(tried, root, sandbox, limits)
+        if missing_name(again) == missing:
+            break
+        snippet, seen, added = tried, again, [*added, line]
+    if (starred := star_imported(snippet, seen, root)) is not None:
+        retried = run_snippet(starred, root, sandbox, limits)
+        if not _undefined(retried):
+            return starred, retried, tuple(added)
+    return snippet, seen, tuple(added)
+
+
+def missing_name(seen: Observation) -> str | None:
+    """The undefined name a snippet's own code stopped at (a NameError with no repository frame), else None."""
+    return undefined_name(seen.raised.message) if _undefined(seen) and seen.raised is not None else None
 
 
 def _undefined(seen: Observation) -> bool:
     """The snippet stopped at a name of its own code that nothing defined (no repository frame)."""
     return seen.raised is not None and seen.raised.type == "NameError" and not seen.raised.repo_frames
+
+
+def with_prelude(snippet: Snippet, prelude: Statement) -> Snippet:
+    """`snippet` with `prelude` as its first statement (its expectations move one statement down)."""
+    moved = tuple(Expectation(e.statement + 1, e.expected, e.said) for e in snippet.expectations)
+    return Snippet(snippet.kind, (prelude, *snippet.statements), moved)
 
 
 def star_imported(snippet: Snippet, seen: Observation, root: Path) -> Snippet | None:
@@ -281,9 +324,7 @@ def star_imported(snippet: Snippet, seen: Observation, root: Path) -> Snippet | 
     packages = top_packages(root)
     if not _undefined(seen) or len(packages) != 1 or snippet.kind == "command":
         return None
-    prelude = Statement(f"from {packages[0]} import *")
-    moved = tuple(Expectation(e.statement + 1, e.expected, e.said) for e in snippet.expectations)
-    return Snippet(snippet.kind, (prelude, *snippet.statements), moved)
+    return with_prelude(snippet, Statement(f"from {packages[0]} import *"))
 
 
 def top_packages(root: Path) -> list[str]:
@@ -402,6 +443,7 @@ def facts_fields(facts: ExecutionFacts) -> dict[str, object]:
                 "lines": len(run.snippet.statements),
                 "code": cut_line(run.snippet.code.replace("\n", "; "), 200),
                 "did": seen.summary(),
+                "imports_added": list(run.imports_added),
                 "repo_frames": [f"{p}:{n} in {f}" for p, n, f in seen.raised.repo_frames] if seen.raised else [],
                 "values": [v for v in seen.values if v is not None][:5],
                 "shown_reproduced": run.shown_reproduced,

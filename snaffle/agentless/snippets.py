@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 
 from snaffle.agentless.issue_text import HTML_COMMENT_RE
@@ -29,6 +30,17 @@ IMPLICIT_RE = re.compile(
     re.IGNORECASE,
 )
 """I expected `[1, 2]`; should return `2`: sure only when the issue shows exactly one value-printing line."""
+STATED_RE = re.compile(
+    rf"(?:\bexpected(?:\s+(?:output|outputs|result|results|value|values))?|\bshould\s+{EXPECT_VERBS}|\binstead\s+of)"
+    r"[ \t]*:?\s*",
+    re.IGNORECASE,
+)
+"""Expected 'a' and 'b'; should be 3; expected: [1, 2]: where stated values start (read by `stated_values`)."""
+SEPARATOR_RE = re.compile(r"[ \t]*(?:,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+)")
+END_RE = re.compile(r"[ \t]*(?:\Z|\n|[.,;:!?](?:\s|\Z)|\(|--|\u2014)")
+"""What may follow the last stated value: the end of a line or sentence, a parenthesis, a dash (never a word)."""
+NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?j?(?!\w|\.\d)|(?:True|False|None)\b")
+MAX_LITERAL_CHARS = 300
 MAX_SNIPPETS = 8
 MAX_SNIPPET_CHARS = 4_000
 
@@ -75,17 +87,21 @@ class Extracted:
     ambiguous: tuple[str, ...] = ()
 
 
-def extract(text: str) -> Extracted:
-    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts, then `python -c`."""
+def extract(text: str, ordered: bool = False, indented: bool = False) -> Extracted:
+    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (`indented`: and
+    Markdown's indented code blocks), then `python -c`; `ordered`: stated values map in order onto as many session
+    lines (`ordered_expectations`)."""
     text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
         body = match["body"]
         if match["lang"].lower() in PYTHON_LANGS and ">>>" not in body and runnable(body):
             found.append(Snippet("script", (Statement(body.strip("\n")),)))
+    if indented:
+        found += [Snippet("script", (Statement(code),)) for code in indented_blocks(text) if acts(code)]
     found += [Snippet("command", (Statement(code),)) for code in commands(text)]
     unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
-    return attach_expectations(unique, text)
+    return attach_expectations(unique, text, ordered)
 
 
 def sessions(text: str) -> list[tuple[Statement, ...]]:
@@ -136,6 +152,47 @@ def _prompt_after_blank(lines: list[str], i: int) -> bool:
     return i < len(lines) and PROMPT_RE.match(lines[i]) is not None
 
 
+def indented_blocks(text: str) -> list[str]:
+    """Markdown's indented code blocks outside fences (lines indented by 4 spaces or a tab after a blank line),
+    dedented and cut before a pasted traceback; sessions (`>>>`) are read elsewhere."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    blank = True
+    for line in FENCE_RE.sub("", text).splitlines():
+        if line.strip() and line.startswith(("    ", "\t")):
+            if current is None and blank:
+                current = []
+                blocks.append(current)
+            if current is not None:  # else an indented line right after prose: the paragraph goes on
+                current.append(line)
+        elif not line.strip():
+            if current is not None:
+                current.append("")
+        else:
+            current = None
+        blank = not line.strip()
+    return [code for block in blocks if (code := _before_traceback(block)) and ">>>" not in code]
+
+
+def _before_traceback(block: list[str]) -> str:
+    """The block's text (dedented) up to its first paragraph that starts a traceback."""
+    kept: list[str] = []
+    for number, line in enumerate(block):
+        starts_paragraph = number == 0 or not block[number - 1].strip()
+        if starts_paragraph and TRACEBACK_HEAD in line:
+            break
+        kept.append(line)
+    return textwrap.dedent("\n".join(kept)).strip("\n")
+
+
+def acts(code: str) -> bool:
+    """Runnable, and does something a reproduction does: imports, assigns or calls (a lone name or word is prose)."""
+    if not runnable(code):
+        return False
+    nodes = ast.walk(ast.parse(code))
+    return any(isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign, ast.Call)) for n in nodes)
+
+
 def commands(text: str) -> list[str]:
     """The code of `python -c "..."` command lines that parses as Python."""
     return [m["code"] for m in COMMAND_RE.finditer(text) if runnable(m["code"])]
@@ -164,9 +221,10 @@ def is_traceback(shown: str) -> bool:
     return TRACEBACK_HEAD in shown or bool(re.search(r"^\w*(?:Error|Exception)\b", shown, re.MULTILINE))
 
 
-def attach_expectations(snippets: list[Snippet], text: str) -> Extracted:
+def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = False) -> Extracted:
     """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
-    ones only when the whole issue shows exactly one value-printing session line. Everything else is left out."""
+    ones only when the whole issue shows exactly one value-printing session line (`ordered`: the one statement of
+    values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left out."""
     keyed: dict[int, list[Expectation]] = {}
     ambiguous: list[str] = []
     taken: set[tuple[int, int]] = set()
@@ -177,16 +235,122 @@ def attach_expectations(snippets: list[Snippet], text: str) -> Extracted:
             continue
         taken.add(spot)
         keyed.setdefault(spot[0], []).append(Expectation(spot[1], match["value"].strip(), match[0]))
-    implicit = [m for m in IMPLICIT_RE.finditer(text) if not _covering(text, m)]
     lines = [(n, i) for n, s in enumerate(snippets) if s.kind == "session" for i in s.expression_lines()]
-    for match in implicit:
-        if len(lines) != 1 or lines[0] in taken or not is_expr(match["value"]) or len(implicit) != 1:
-            ambiguous.append(match[0])
-            continue
-        snippet, line = lines[0]
-        keyed.setdefault(snippet, []).append(Expectation(line, match["value"].strip(), match[0]))
+    lines = [spot for spot in lines if spot not in taken]
+    found, left_out = ordered_expectations(snippets, text, lines) if ordered else _implicit(snippets, text, lines)
+    for snippet, expectation in found:
+        keyed.setdefault(snippet, []).append(expectation)
     with_expectations = [Snippet(s.kind, s.statements, tuple(keyed.get(n, ()))) for n, s in enumerate(snippets)]
-    return Extracted(tuple(with_expectations), tuple(ambiguous))
+    return Extracted(tuple(with_expectations), (*ambiguous, *left_out))
+
+
+Mapped = tuple[list[tuple[int, Expectation]], list[str]]
+"""Expectations by snippet number, and the statements left out as ambiguous."""
+
+
+def _implicit(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) -> Mapped:
+    """A backticked value after "expected"/"should return", kept when it is the issue's only one and the issue
+    shows exactly one value-printing session line."""
+    implicit = [m for m in IMPLICIT_RE.finditer(text) if not _covering(text, m)]
+    if len(lines) != 1 or len(implicit) != 1 or not is_expr(implicit[0]["value"]):
+        return [], [m[0] for m in implicit]
+    (snippet, line), match = lines[0], implicit[0]
+    return [(snippet, Expectation(line, match["value"].strip(), match[0]))], []
+
+
+def ordered_expectations(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) -> Mapped:
+    """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
+    values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
+    sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
+    the one the user was shown and is of its kind."""
+    starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
+    stated = [(m, stated_values(text, m.end())) for m in starts]
+    said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
+    if not stated:
+        return [], []
+    values = stated[0][1]
+    if len(stated) != 1 or len(values) != len(lines) or _shows_traceback(snippets, lines):
+        return [], said
+    pairs = list(zip(lines, values, strict=True))
+    if not all(_plausible(snippets[n].statements[i].shown, value) for (n, i), value in pairs):
+        return [], said
+    return [(n, Expectation(i, value, said[0])) for (n, i), value in pairs], []
+
+
+def _shows_traceback(snippets: list[Snippet], lines: list[tuple[int, int]]) -> bool:
+    return any(is_traceback(s.shown) for n in {n for n, _ in lines} for s in snippets[n].statements)
+
+
+def _plausible(shown: str, expected: str) -> bool:
+    """The user was shown something else, and (when what they were shown is a literal) of the same kind."""
+    if _squash(shown) == _squash(expected):
+        return False
+    seen, wanted = _literal_kind(shown), _literal_kind(expected)
+    return seen is None or seen == wanted
+
+
+def _literal_kind(code: str) -> str | None:
+    try:
+        value = ast.literal_eval(code.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, bool) or value is None:
+        return repr(value) if value is None else "bool"
+    return "number" if isinstance(value, (int, float, complex)) else type(value).__name__
+
+
+def stated_values(text: str, start: int) -> tuple[str, ...]:
+    """The values stated at `start`: `A`, `A and B`, `A, B and C`, each backticked code or a bare Python literal,
+    then the end of the sentence; () when a word or anything else follows."""
+    values: list[str] = []
+    position = start
+    while (value := _value_at(text, position)) is not None:
+        values.append(value[0])
+        position = value[1]
+        separator = SEPARATOR_RE.match(text, position)
+        if separator is None or _value_at(text, separator.end()) is None:
+            break
+        position = separator.end()
+    return tuple(values) if values and END_RE.match(text, position) else ()
+
+
+def _value_at(text: str, start: int) -> tuple[str, int] | None:
+    """The value at `start` and where it ends: backticked code that parses, or a bare literal that evaluates."""
+    if text.startswith("`", start):
+        end = text.find("`", start + 1)
+        code = text[start + 1 : end] if end > start else ""
+        return (code.strip(), end + 1) if code.strip() and "\n" not in code and is_expr(code) else None
+    bare = _literal_end(text, start)
+    if bare is None or _literal_kind(text[start:bare]) is None:
+        return None
+    return text[start:bare], bare
+
+
+def _literal_end(text: str, start: int) -> int | None:
+    """Where a bare literal starting at `start` ends: a quoted string, a bracketed display, a number or a
+    constant (one line, at most `MAX_LITERAL_CHARS`)."""
+    if (number := NUMBER_RE.match(text, start)) is not None:
+        return number.end()
+    closing = {"[": "]", "{": "}", "(": ")"}
+    stack: list[str] = []
+    quote = ""
+    for position in range(start, min(len(text), start + MAX_LITERAL_CHARS)):
+        char = text[position]
+        if char == "\n":
+            return None
+        if quote:
+            quote = "" if char == quote and text[position - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char in closing:
+            stack.append(closing[char])
+        elif stack and char == stack[-1]:
+            stack.pop()
+        elif not stack and position > start:
+            return None
+        if not quote and not stack:
+            return position + 1
+    return None
 
 
 def _covering(text: str, match: re.Match[str]) -> list[re.Match[str]]:

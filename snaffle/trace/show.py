@@ -200,9 +200,9 @@ def _issue_facts(e: Event, o: ShowOptions) -> list[RenderableType]:
     for row in e.get("snippets") or []:
         frame = f" at {row['repo_frames'][-1]}" if row.get("repo_frames") else ""
         reproduces = f" — reproduces ({row['reproduces']})" if row.get("reproduces") else ""
-        text = (
-            f"    snippet {row.get('snippet')} ({row.get('kind')}, {row.get('lines')} lines): {row.get('did')}{frame}"
-        )
+        added = f" [added: {'; '.join(row['imports_added'])}]" if row.get("imports_added") else ""
+        text = f"    snippet {row.get('snippet')} ({row.get('kind')}, {row.get('lines')} lines){added}: "
+        text += f"{row.get('did')}{frame}"
         shown.append(Text(window(text + reproduces, o.full)))
         for check in row.get("expectations") or []:
             shown.append(Text(f"      expects {check.get('line')} == {check.get('expected')}: met={check.get('met')}"))
