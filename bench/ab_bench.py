@@ -432,6 +432,8 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         ], "oneshot-rewrite"
     if args.execution:
         return [v for arm in arms for v in execution_variants(arm)], arms[0]
+    if args.candidate:
+        return [v for arm in arms for v in candidate_variants(arm)], arms[0]
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -455,6 +457,45 @@ def execution_variants(arm: str) -> list[Variant]:
     return [today, new, *ablations]
 
 
+CANDIDATE_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
+    "feedback": {"pipeline": {"feedback": True}},
+    "decode": {"pipeline": {"one_entity": True, "stop_after_block": True, "bound_max_tokens": True}},
+    "veto": {"pipeline": {"evidence_veto": True}},
+    "reading": {"snippets": {"infer_imports": True, "ordered_expectations": True, "indented_scripts": True}},
+    "snippet_test": {"switches": {"snippet_test": True}},
+}
+"""The candidate new default, by group of switches: each group is one ablation row (`+new-no-GROUP`)."""
+
+
+def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> PipelineConfig:
+    """`config` with every switch of `groups` set to `on` (pipeline keys, [mechanisms] switches, [snippets] keys)."""
+    from snaffle.agentless.facts import snippet_limits
+
+    pipeline: dict[str, bool] = {}
+    switches: dict[str, bool] = {}
+    snippets: dict[str, bool] = {}
+    for group in groups:
+        parts = CANDIDATE_GROUPS[group]
+        pipeline |= dict.fromkeys(parts.get("pipeline", {}), on)
+        switches |= dict.fromkeys(parts.get("switches", {}), on)
+        snippets |= dict.fromkeys(parts.get("snippets", {}), on)
+    reading = replace(config.snippets or snippet_limits(), **snippets)
+    return replace(config, **pipeline, switches=replace(config.switches, **switches), snippets=reading)
+
+
+def candidate_variants(arm: str) -> list[Variant]:
+    """Today's default (every group off: the arm's plain label, as `--execution` names it) against the candidate
+    new default (every group on, `+new`) and one row per group left out."""
+    base = arm_variant(arm)
+    today = replace(base, pipeline=with_groups(base.pipeline, CANDIDATE_GROUPS, False))
+    new = replace(base, label=f"{arm}+new", pipeline=with_groups(base.pipeline, CANDIDATE_GROUPS, True))
+    ablations = [
+        replace(new, label=f"{new.label}-no-{group}", pipeline=with_groups(new.pipeline, [group], False))
+        for group in CANDIDATE_GROUPS
+    ]
+    return [today, new, *ablations]
+
+
 def ablated_names(spec: str) -> list[str]:
     """`--ablate`'s value: comma-separated mechanism names, or `all`."""
     names = list(MECHANISMS) if spec.strip() == "all" else [n.strip() for n in spec.split(",") if n.strip()]
@@ -470,7 +511,15 @@ def results_path(args: argparse.Namespace) -> Path:
     if args.results:
         return Path(args.results)
     mode = (
-        "edit-formats" if args.edit_formats else "ablate" if args.ablate else "execution" if args.execution else "arms"
+        "edit-formats"
+        if args.edit_formats
+        else "ablate"
+        if args.ablate
+        else "execution"
+        if args.execution
+        else "candidate"
+        if args.candidate
+        else "arms"
     )
     return Path("/tmp/ab_results") / f"{mode}.jsonl"
 
@@ -614,6 +663,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="today's default vs all execution switches on (+exec) and one ablation row per switch: "
         + ", ".join(EXECUTION_SWITCHES),
+    )
+    parser.add_argument(
+        "--candidate",
+        action="store_true",
+        help="today's default vs the candidate new default (+new) and one row per group left out: "
+        + ", ".join(CANDIDATE_GROUPS),
     )
     parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")

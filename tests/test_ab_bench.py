@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from snaffle.types import Limits
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "ab_bench.py"
 
 
@@ -235,7 +237,6 @@ def tiny_task(cache: Path) -> Any:
 @pytest.mark.parametrize(("answer", "resolved"), [("return a + b", True), ("return b - a", False)])
 def test_a_run_is_judged_on_the_patch_it_left(scripted: Any, tmp_path: Path, answer: str, resolved: bool) -> None:
     """snaffle's arms leave the user's tree as it was and their answer in patch.diff: the judge must see the patch."""
-    from snaffle.types import Limits
 
     reproduction = "```python\nfrom tiny import add\n\n\ndef test_sums():\n    assert add(2, 3) == 5\n```"
     rewrite = f"```python\ndef add(a, b):\n    {answer}\n```"
@@ -248,3 +249,34 @@ def test_a_run_is_judged_on_the_patch_it_left(scripted: Any, tmp_path: Path, ans
         kept = tmp_path / "work" / ab.ONE_SHOT / "tiny-add"
         assert "a - b" in (kept / "repo" / "tiny" / "__init__.py").read_text()
         assert f"+    {answer}" in (kept / "run" / "patch.diff").read_text()
+
+
+def test_candidate_variants_are_today_the_new_default_and_one_row_per_group_left_out() -> None:
+    variants = {v.label: v.pipeline for v in ab.candidate_variants(ab.ONE_SHOT)}
+    today, new = variants.pop(ab.ONE_SHOT), variants.pop(f"{ab.ONE_SHOT}+new")
+    assert sorted(variants) == sorted(f"{ab.ONE_SHOT}+new-no-{g}" for g in ab.CANDIDATE_GROUPS)
+    assert not today.feedback and not today.one_entity and not today.switches.snippet_test
+    assert new.feedback and new.one_entity and new.switches.snippet_test and new.snippets.infer_imports
+    no_reading = variants[f"{ab.ONE_SHOT}+new-no-reading"]
+    assert not no_reading.snippets.infer_imports and no_reading.feedback and no_reading.switches.snippet_test
+
+
+def test_the_new_default_makes_its_reproduction_test_from_the_issue_session_with_no_model_call(
+    scripted: Any, tmp_path: Path
+) -> None:
+    """The candidate's [snippets] reading reaches the run: the session lacks its import, states the value it expected,
+    and becomes the reproduction test, so every model call is a repair call."""
+    rewrite = "```python\ndef add(a, b):\n    return a + b\n```"
+    server = scripted([{"content": rewrite}] * 6)
+    task = tiny_task(tmp_path / "cache")
+    issue = "add() subtracts:\n\n    >>> tiny.add(2, 3)\n    -1\n\nExpected 5.\n"
+    task = ab.BenchTask(task.id, task.package, task.file, task.search, task.replace, issue, task.test)
+    bench = ab.Bench(server.base_url, "scripted", Limits(max_turns=12), tmp_path / "work", tmp_path / "cache")
+    new = next(v for v in ab.candidate_variants(ab.ONE_SHOT) if v.label.endswith("+new"))
+    row = ab.run_one(bench, new, task)
+    assert row["resolved"] and row["status"] == "validated", row
+    events = [dict(e) for e in ab.read_events(tmp_path / "work" / new.label / task.id / "run" / "trajectory.jsonl")]
+    reproduce = [e for e in events if e.get("type") == "stage" and e.get("stage") == "reproduce"]
+    assert reproduce and reproduce[0].get("source") == "issue snippet", reproduce
+    calls = [e for e in events if e.get("type") == "model_call"]
+    assert calls and len(calls) == len(server.requests) and not [e for e in calls if e.get("stage") == "reproduce"]

@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snaffle import data
 from snaffle.primitives.extract import one_shot_for
 from snaffle.types import Mechanisms
+
+if TYPE_CHECKING:
+    from snaffle.agentless.facts import SnippetLimits
 
 DATA_FILE = "agentless.toml"
 EXECUTION_SWITCHES = ("feedback", "one_entity", "stop_after_block", "bound_max_tokens", "evidence_veto")
@@ -147,6 +150,8 @@ class PipelineConfig:
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
+    snippets: SnippetLimits | None = None
+    """How the issue's snippets are read and run; None: data/agentless.toml [snippets]."""
 
     def uses(self, name: str) -> bool:
         """Whether mechanism `name` of `SWITCHES` runs: switched on in the data, and not ablated."""

@@ -155,7 +155,7 @@ class Pipeline:
         """Run the issue's snippets on the original tree (zero tokens); their execution signals, if switched on."""
         if not self.config.uses("issue_facts"):
             return None
-        self.facts = snippet_facts.gather(self.task.issue, self.workspace.root, self.sandbox)
+        self.facts = snippet_facts.gather(self.task.issue, self.workspace.root, self.sandbox, self.config.snippets)
         if self.facts.runs:  # an issue without a runnable snippet adds no line
             self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
         if self.config.uses("snippet_evidence"):
