@@ -24,7 +24,9 @@ def underscore(word):
     word = re.sub(r"([a-z\\d])([A-Z])", r"\\1_\\2", word)
     return word.lower()
 '''
-WORDS_TEST = 'from words import underscore\n\n\ndef test_camel():\n    assert underscore("DeviceType") == "device_type"\n'
+WORDS_TEST = (
+    'from words import underscore\n\n\ndef test_camel():\n    assert underscore("DeviceType") == "device_type"\n'
+)
 DASH_ISSUE = 'underscore("content-type") gives "content-type", expected "content_type": dashes are not converted.'
 DASH_REPRO = (
     "```python\nfrom words import underscore\n\n\ndef test_dash():\n"
@@ -58,7 +60,11 @@ ONE_SHOT = {"one_shot": True, "top_k": 1}
         ("from a import f\nf()\n", "from a import f\nfrom a import g\nf()\n", True),  # unused, nothing new runs
         ("from a import f\nf()\n", "from a import f\nimport b\nf()\n", False),  # importing b runs it
         ("from a import f\nf()\n", "from b import f\nf()\n", False),  # f names another function
-        ("import re\nx = re.sub(p, r, s)\n", "from re import sub\ndef g(sub):\n    return sub\nx = sub(p, r, s)\n", False),
+        (
+            "import re\nx = re.sub(p, r, s)\n",
+            "from re import sub\ndef g(sub):\n    return sub\nx = sub(p, r, s)\n",
+            False,
+        ),
         ("from a import f\n__all__ = ['f']\n", "from a import f\nfrom a import g\n__all__ = ['f', 'g']\n", False),
         ("import os.path\nos.path.join(p)\n", "import os\nos.path.join(p)\n", False),  # another module runs
     ],

@@ -21,7 +21,7 @@ from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.config import PipelineConfig, decode_config
 from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, Verdict, test_evidence
 from snaffle.agentless.facts import ExecutionFacts
-from snaffle.agentless.feedback import decode_model, judge_all
+from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -46,7 +46,7 @@ from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
 from snaffle.trajectory import model_call_event, retry_event, stage_event
-from snaffle.types import Event, Limits, Message, Task, TrajectorySink, Usage
+from snaffle.types import Event, Limits, Message, ModelReply, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
 
@@ -230,10 +230,10 @@ class Pipeline:
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
         context = context.focused(number) if self.config.one_entity else context
-        decoded = decode_model(
-            replace(self.model, temperature=temperature), self.config, decode_config(), context.target_chars
-        )
+        tempered = replace(self.model, temperature=temperature)
+        decoded = decode_model(tempered, self.config, decode_config(), context.target_chars)
         model = OpenAIModel(decoded, deadline=self.deadline, on_retry=self.retry_logger(number))
+        follow_up = self.follow_ups(tempered, context.target_chars, number)
         try:
             outcome = repair_sample(
                 clone,
@@ -246,6 +246,7 @@ class Pipeline:
                 self.config,
                 self.task,
                 self.evidence,
+                follow_up,
             )
         except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
             self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
@@ -254,6 +255,16 @@ class Pipeline:
         patch = clone.patch()
         self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch), message=outcome.message)
         return patch
+
+    def follow_ups(self, model: ModelConfig, target_chars: int, number: int) -> FollowUp:
+        """A sample's follow-up calls, each bounded from the target's size or the answer it follows."""
+
+        def make(previous: ModelReply) -> tuple[OpenAIModel, int | None]:
+            config = follow_up_model(model, self.config, decode_config(), target_chars, previous)
+            bounded = OpenAIModel(config, deadline=self.deadline, on_retry=self.retry_logger(number))
+            return bounded, config.max_output_tokens
+
+        return make
 
     def validate(self, number: int, patch: str) -> CandidatePatch:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
