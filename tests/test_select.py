@@ -73,10 +73,14 @@ def test_the_key_ignores_the_spelling_of_imports_but_not_what_they_name(a: str, 
     assert (normalize_source(a) == normalize_source(b)) is same
 
 
-def test_an_unused_import_is_interface_in_a_package_init() -> None:
+def test_what_a_package_init_imports_from_its_package_is_its_interface() -> None:
     plain, added = "from .core import f\n", "from .core import f\nfrom .core import g\n"
     assert normalize_source(plain) == normalize_source(added)
-    assert normalize_source(plain, package_init=True) != normalize_source(added, package_init=True)
+    assert normalize_source(plain, package="pkg") != normalize_source(added, package="pkg")
+    absolute = "from pkg.core import f\n", "from pkg.core import f\nfrom pkg.core import g\n"
+    assert normalize_source(absolute[0], package="pkg") != normalize_source(absolute[1], package="pkg")
+    used = "import re\nx = re.sub(p, r, s)\n", "import re\nfrom re import sub\nx = sub(p, r, s)\n"
+    assert normalize_source(used[0], package="pkg") == normalize_source(used[1], package="pkg")
 
 
 def candidate(sample: int, key: str, lines: int, **found: object) -> CandidatePatch:

@@ -2,8 +2,8 @@
 
 Comments, formatting and docstrings go; so do the spellings of an import: `from re import sub` then `sub(x)` reads
 `re.sub(x)`, as `import re` then `re.sub(x)` does, and a name imported twice counts once. What stays: the modules
-the file imports (importing runs them), every name the code uses resolved to what it names, and the names a
-package's `__init__.py` (or `__all__`) binds by import, which are its interface.
+the file imports (importing runs them), every name the code uses resolved to what it names, and the names `__all__`
+lists or a package's `__init__.py` imports from the package itself, which are its interface.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ class Binding:
     """The module the import runs (`from pkg.mod import x` runs `pkg.mod`)."""
 
 
-def normalize_source(source: str, package_init: bool = False) -> str:
+def normalize_source(source: str, package: str | None = None) -> str:
     """The module's behaviour as text: imported modules, interface bindings, then `ast.unparse` of the code with
-    docstrings dropped and imported names resolved; the source itself when it does not parse."""
+    docstrings dropped and imported names resolved; the source itself when it does not parse. `package`: the
+    top-level package whose `__init__.py` this is (None for any other module)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -37,15 +38,22 @@ def normalize_source(source: str, package_init: bool = False) -> str:
     tree.body = [node for node in tree.body if not (isinstance(node, Imports) and _bindings(node))]
     used = _loaded_names(tree)
     _Resolver(resolved).visit(tree)
-    interface = _exported(tree)
+    exported = _exported(tree)
     kept = {
         f"{b.alias} = {b.target}"
         for b in bindings
-        if b.alias != b.target
-        and (package_init or b.alias in interface or (b.alias in used and b.alias not in resolved))
+        if b.alias != b.target and (_interface(b, package, exported) or (b.alias in used and b.alias not in resolved))
     }
     header = [f"import {m}" for m in sorted({b.module for b in bindings})] + sorted(kept)
     return "\n".join([*header, ast.unparse(tree)])
+
+
+def _interface(binding: Binding, package: str | None, exported: set[str]) -> bool:
+    """A name the module offers: in `__all__`, or re-exported by a package's `__init__.py` from that package."""
+    if binding.alias in exported:
+        return True
+    inside = binding.module.startswith(".") or binding.module.split(".")[0] == package
+    return package is not None and inside
 
 
 def _drop_docstrings(tree: ast.Module) -> None:

@@ -131,7 +131,8 @@ def normalized_key(workspace: Workspace, patch: str) -> str:
     for path in sorted(patched_files(patch)):
         file = workspace.root / path
         source = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
-        text = normalize_source(source, Path(path).name == "__init__.py") if path.endswith(".py") else source
+        package = module_name(workspace.root, path).split(".")[0] if Path(path).name == "__init__.py" else None
+        text = normalize_source(source, package) if path.endswith(".py") else source
         parts.append(f"{path}\n{text}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
