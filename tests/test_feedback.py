@@ -12,6 +12,7 @@ from snaffle.agentless.config import decode_config
 from snaffle.agentless.evidence import TestEvidence, Verdict, short_failure
 from snaffle.agentless.feedback import closed_fence, failure_text
 from snaffle.sandbox import Sandbox
+from snaffle.testing.scripted_server import count_tokens
 from snaffle.trajectory import read_trajectory
 from snaffle.workspace import Workspace
 from tests.helpers import Start, repo_tests_pass
@@ -65,17 +66,77 @@ def test_without_feedback_no_round_is_asked(calc_repo: Path, scripted: Start, tm
     assert len(server.requests) == 2 and not [e for e in events(out, "stage") if e["stage"] == "feedback"]
 
 
-@pytest.mark.parametrize(("veto", "status"), [(True, "no_valid_patch"), (False, "submitted")])
+@pytest.mark.parametrize("veto", [True, False])
 def test_a_patch_leaving_the_reproduced_failure_is_not_submitted_as_a_fix(
-    calc_repo: Path, scripted: Start, tmp_path: Path, veto: bool, status: str
+    calc_repo: Path, scripted: Start, tmp_path: Path, veto: bool
 ) -> None:
     server = scripted([{"content": REPRO}, {"content": COSMETIC}])
     out = tmp_path / "run"
     attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, evidence_veto=veto)
-    assert attempt.exit_status == status, stages(out)
+    assert attempt.exit_status == "no_valid_patch", stages(out)  # whatever the veto: the status is the evidence's
     validate = [e for e in events(out, "stage") if e["stage"] == "validate"][0]
     assert validate["against"] == ["reproduction"] and validate["reproduces"] is False
-    assert (attempt.patch == "") is veto
+    assert (attempt.patch == "") is veto  # without it the best guess stays in patch.diff, never applied
+    assert "return a - b" in (calc_repo / "calc" / "__init__.py").read_text()
+
+
+EXPLAINED = (
+    "The bug is in `add`: it subtracts its second argument from its first where the issue and the test want the sum. "
+    * 6
+    + "Here is the corrected definition:\n\n"
+    + RIGHT
+    + "\n\nThis returns 5 for add(2, 3), as the reproduction test expects.\n"
+)
+DECODED = {"stop_after_block": True, "bound_max_tokens": True, "feedback": True}
+
+
+def answer_gates(out: Path) -> list[tuple[bool, str]]:
+    return [(g["ok"], g["reason"]) for g in events(out, "gate") if g["gate"] == "answer"]
+
+
+def test_a_round_answer_longer_than_the_first_bound_is_applied(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    script = [{"content": REPRO}, {"content": WRONG, "obey_limits": True}, {"content": EXPLAINED, "obey_limits": True}]
+    server = scripted(script)
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, **DECODED, feedback_rounds=1)
+    assert attempt.exit_status == "validated" and "+    return a + b\n" in attempt.patch, stages(out)
+    first, round_one = (r.body["max_tokens"] for r in server.requests[1:])
+    decoded = EXPLAINED.split(decode_config().stop[0])[0]  # what the server sends: cut before the stop sequence
+    assert first < count_tokens(decoded) <= round_one  # the first call's bound would have cut it
+    rounds = [e for e in events(out, "stage") if e["stage"] == "feedback"]
+    assert rounds[0]["max_tokens"] == round_one and answer_gates(out) == [
+        (True, "applied a rewrite of calc/__init__.py::add")
+    ]
+
+
+def test_a_cut_or_refused_answer_is_recorded_and_the_next_round_says_so(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    rambling = "Let me think about `add` step by step. " * 200 + RIGHT
+    script = [{"content": REPRO}, {"content": "The function looks fine to me."}]
+    script += [{"content": rambling, "obey_limits": True}, {"content": RIGHT, "obey_limits": True}]
+    server = scripted(script)
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, **DECODED, feedback_rounds=2)
+    assert attempt.exit_status == "validated", stages(out)
+    asked = [r.body["messages"][-1]["content"] for r in server.requests[2:]]
+    assert asked[0].startswith("Your answer could not be applied (no edit found in the answer)")
+    assert asked[1].startswith("Your answer was cut off") and "assert -1 == 5" in asked[1]
+    cut, applied = answer_gates(out)
+    bound = server.requests[2].body["max_tokens"]
+    assert cut == (False, f"cut at max_tokens ({bound}) before it ended; no edit found in the answer")
+    assert applied[0] is True
+    assert [e["response"]["finish_reason"] for e in events(out, "model_call")][1:] == ["stop", "length", "stop"]
+
+
+def test_a_repeated_answer_ends_the_rounds(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    server = scripted([{"content": REPRO}, {"content": WRONG}, {"content": WRONG}, {"content": RIGHT}])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **ONE_SHOT, feedback=True, feedback_rounds=3)
+    assert len(server.requests) == 3 and attempt.exit_status == "no_valid_patch", stages(out)
+    assert answer_gates(out) == [(False, "the answer repeats the definitions unchanged")]
 
 
 def test_one_entity_samples_each_target_one_candidate(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:

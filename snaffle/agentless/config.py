@@ -101,6 +101,8 @@ class DecodeConfig:
     chars_per_token: float
     token_factor: float
     token_slack: int
+    follow_up_factor: float
+    """A feedback round's bound is this many times the first call's (sized from the target or the last answer)."""
 
     def max_tokens(self, target_chars: int) -> int:
         """Tokens enough to rewrite a definition of `target_chars` characters, grown by the factor, plus slack."""
@@ -117,10 +119,11 @@ def decode_config() -> DecodeConfig:
         float(values["chars_per_token"]),
         float(values["token_factor"]),
         int(values["token_slack"]),
+        float(values["follow_up_factor"]),
     )
 
 
-DECODE_KEYS = ("stop", "chars_per_token", "token_factor", "token_slack")
+DECODE_KEYS = ("stop", "chars_per_token", "token_factor", "token_slack", "follow_up_factor")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -19,9 +19,9 @@ from snaffle import prompts
 from snaffle.agentless import baseline
 from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.config import PipelineConfig, decode_config
-from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, test_evidence
+from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, Verdict, test_evidence
 from snaffle.agentless.facts import ExecutionFacts
-from snaffle.agentless.feedback import decode_model, judge_all
+from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sbfl import sbfl_scores
@@ -29,12 +29,12 @@ from snaffle.agentless.validate import (
     CandidatePatch,
     TestOutcomes,
     changed_lines,
-    evidence_against,
+    ending,
+    evidence_named,
     normalized_key,
     related_tests,
     run_tests,
     select,
-    vetoed,
 )
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
@@ -46,7 +46,7 @@ from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
 from snaffle.trajectory import model_call_event, retry_event, stage_event
-from snaffle.types import Event, Limits, Message, Task, TrajectorySink, Usage
+from snaffle.types import Event, Limits, Message, ModelReply, Task, TrajectorySink, Usage
 from snaffle.workspace import Workspace
 
 
@@ -119,20 +119,20 @@ class Pipeline:
         if self.existing_failures(index) and self.config.mechanisms.sbfl:
             sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
             located, context = self.localize(index, sbfl, execution)
-        candidates = self.repair(context)
+        return self.finish(self.repair(context))
+
+    def finish(self, candidates: list[CandidatePatch]) -> Outcome:
+        """Select among the candidates; the exit status says what the evidence says of the chosen one."""
         chosen = select(candidates)
         votes = Counter(c.key for c in candidates if c.valid)
         self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
-        if chosen is None:
-            return self.outcome("no_valid_patch", f"none of {len(candidates)} samples passed validation")
-        veto = vetoed(chosen, self.config.evidence_veto)
-        if veto is not None:
-            self.stage("veto", "not submitted", sample=chosen.sample, against=list(chosen.against))
-            return self.outcome("no_valid_patch", veto)
-        self.workspace.apply(chosen.patch)  # into the run's private copy; `solve --apply` alone writes the user's tree
-        evidence = "tests show the fix" if chosen.evidenced else "no test shows the fix; nothing it touches broke"
-        status = "validated" if chosen.evidenced else "submitted"
-        return self.outcome(status, f"sample {chosen.sample} selected: {evidence}")
+        end = ending(chosen, len(candidates), self.config.evidence_veto)
+        if chosen is not None and chosen.against and end.status == "no_valid_patch":
+            decision = "kept as a best guess" if end.keep else "dropped"
+            self.stage("veto", decision, sample=chosen.sample, against=list(chosen.against))
+        if chosen is not None and end.keep:
+            self.workspace.apply(chosen.patch)  # the run's private copy; only `solve --apply` writes the user's tree
+        return self.outcome(end.status, end.message)
 
     def localize(
         self, index: RepoIndex, sbfl: dict[Entity, float] | None, execution: dict[str, dict[Entity, float]] | None
@@ -230,10 +230,10 @@ class Pipeline:
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
         context = context.focused(number) if self.config.one_entity else context
-        decoded = decode_model(
-            replace(self.model, temperature=temperature), self.config, decode_config(), context.target_chars
-        )
+        tempered = replace(self.model, temperature=temperature)
+        decoded = decode_model(tempered, self.config, decode_config(), context.target_chars)
         model = OpenAIModel(decoded, deadline=self.deadline, on_retry=self.retry_logger(number))
+        follow_up = self.follow_ups(tempered, context.target_chars, number)
         try:
             outcome = repair_sample(
                 clone,
@@ -246,6 +246,7 @@ class Pipeline:
                 self.config,
                 self.task,
                 self.evidence,
+                follow_up,
             )
         except Exception:  # samples are a batch: one sample's crash is recorded, the others go on
             self.stage("repair", "crashed", sample=number, traceback=traceback.format_exc(limit=8))
@@ -255,9 +256,20 @@ class Pipeline:
         self.stage("repair", outcome.status, sample=number, patch_lines=changed_lines(patch), message=outcome.message)
         return patch
 
+    def follow_ups(self, model: ModelConfig, target_chars: int, number: int) -> FollowUp:
+        """A sample's follow-up calls, each bounded from the target's size or the answer it follows."""
+
+        def make(previous: ModelReply) -> tuple[OpenAIModel, int | None]:
+            config = follow_up_model(model, self.config, decode_config(), target_chars, previous)
+            bounded = OpenAIModel(config, deadline=self.deadline, on_retry=self.retry_logger(number))
+            return bounded, config.max_output_tokens
+
+        return make
+
     def validate(self, number: int, patch: str) -> CandidatePatch:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
-        the reproduction test and tests that newly pass rank the survivors."""
+        the evidence that reproduced the issue (the reproduction test, snippets) and tests that newly pass rank the
+        survivors."""
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
         unpatched = normalized_key(clone, patch)
         clone.apply(patch)
@@ -266,15 +278,13 @@ class Pipeline:
         worth_testing = bool(patch.strip()) and semantic  # an empty or comment-only patch is invalid anyway
         after = self.run_tests(clone, self.related if worth_testing else [])
         regressions = sorted(self.before.passed - after.passed) if worth_testing else []
-        fixed = len(self.before.failed & after.passed)
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         if fixes_failing is None and self.existing_failing and worth_testing:
             fixes_failing = self.fixes_existing(after)
-        reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
-        others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
-        judged = judge_all(others, clone, self.sandbox)
-        verdicts = [(v.evidence, v.passed) for v in judged]
-        repro_test, reproduces = reproduces, snippet_facts.combined(reproduces, judged)
+        judged = self.judged(clone, patch, worth_testing)
+        verdicts = [(v.evidence, v.passed) for v in judged[1:]]
+        reproduces = snippet_facts.combined(judged[0].passed, judged[1:])
+        found = (fixes_failing, judged[0].passed, verdicts) if worth_testing else (None, None, [])
         candidate = CandidatePatch(
             number,
             patch,
@@ -283,24 +293,35 @@ class Pipeline:
             tuple(regressions[:20]),
             fixes_failing,
             reproduces,
-            fixed,
+            len(self.before.failed & after.passed),
             semantic,
-            evidence_against(fixes_failing, repro_test, verdicts) if worth_testing else (),
+            evidence_named(*found, passed=False),
+            evidence_named(*found, passed=True),
         )
+        self.validate_stage(candidate, judged[1:])
+        return candidate
+
+    def judged(self, clone: Workspace, patch: str, worth_testing: bool) -> tuple[Verdict, ...]:
+        """The kept reproduction test's verdict first, then each other evidence's (snippets) on the patched copy."""
+        reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
+        others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
+        return (Verdict("reproduction", reproduces), *judge_all(others, clone, self.sandbox))
+
+    def validate_stage(self, candidate: CandidatePatch, judged: Sequence[Verdict]) -> None:
         self.stage(
             "validate",
             "valid" if candidate.valid else "invalid",
-            sample=number,
+            sample=candidate.sample,
             key=candidate.key,
             regressions=list(candidate.regressions),
-            fixes_failing=fixes_failing,
-            reproduces=reproduces,
-            fixed=fixed,
+            fixes_failing=candidate.fixes_failing,
+            reproduces=candidate.reproduces,
+            fixed=candidate.fixed,
             semantic=candidate.semantic,
             snippets=[{"evidence": v.evidence, "passed": v.passed, "failure": v.failure} for v in judged],
             against=list(candidate.against),
+            passed=list(candidate.passed),
         )
-        return candidate
 
     def fixes_existing(self, after: TestOutcomes) -> bool:
         """Every related test that failed on the original passes with the patch."""

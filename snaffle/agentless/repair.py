@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from snaffle import prompts
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.evidence import Evidence
-from snaffle.agentless.feedback import Conversation, closed_fence, rounds_allowed, run_rounds
+from snaffle.agentless.feedback import (
+    CUT,
+    Answer,
+    Conversation,
+    FollowUp,
+    closed_fence,
+    rounds_allowed,
+    run_rounds,
+)
 from snaffle.agentless.localize import Localization
 from snaffle.arms import AGENTLESS, Parts, toolbox
 from snaffle.cache import cache_dir
@@ -127,16 +135,19 @@ def repair_sample(
     config: PipelineConfig,
     task: Task,
     evidence: Sequence[Evidence] = (),
+    follow_up: FollowUp | None = None,
 ) -> Outcome:
     """Run one sample in `workspace` (a clean copy); the caller reads the patch from it. One-shot samples whose
-    answer fails `evidence` get feedback rounds (agentless/feedback.py) when the config turns them on."""
+    answer fails `evidence` get feedback rounds (agentless/feedback.py, on `follow_up`'s model, else `model`) when
+    the config turns them on."""
     registry = Registry()
     index = RepoIndex(workspace.root, cache_dir=cache_dir("structure"))
     view = RepoView(workspace, index)
     view.shown.update(context.selectors)
     if config.one_shot:
         rounds = rounds_allowed(config, limits, 1)
-        return one_shot(view, model, context, sink, pricer, config, task, Grounding(sandbox, evidence, rounds, limits))
+        grounding = Grounding(sandbox, evidence, rounds, limits, follow_up)
+        return one_shot(view, model, context, sink, pricer, config, task, grounding)
     parts = Parts(workspace, sandbox, None, config.mechanisms, view)
     runner = PytestRunner(workspace, sandbox, None)
     test_tool = GreenStop(runner, view, task.failing_test) if config.stop_after_green else runner
@@ -162,6 +173,7 @@ class Grounding:
     evidence: Sequence[Evidence] = ()
     rounds: int = 0
     limits: Limits = Limits()
+    follow_up: FollowUp | None = None
 
 
 def one_shot(
@@ -186,14 +198,16 @@ def one_shot(
     usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
     sink.write(model_call_event(1, messages, 0, reply, usage, {**usage.as_dict(), "turns": 1}))
     status, message = apply_answer(view, context, closed_fence(reply.content), sink, config.mechanisms)
+    if reply.finish_reason == CUT:  # said as such: a cut answer is never silently taken for a failed one
+        sink.write(gate_event(1, None, Answer.of(reply, (status, message)).gate(None)))
     if grounding.sandbox is None or not grounding.evidence or grounding.rounds < 1:
         return Outcome(status, message, usage, 1, time.monotonic() - started)
     rounds = run_rounds(
-        Conversation(tuple(messages), reply),
+        Conversation(tuple(messages), reply, 1, Answer.of(reply, (status, message))),
         grounding.evidence,
         view.workspace,
         grounding.sandbox,
-        model,
+        grounding.follow_up or (lambda _reply: (model, None)),
         lambda answer: apply_answer(view, context, answer, sink, config.mechanisms),
         context.names,
         (sink, pricer),

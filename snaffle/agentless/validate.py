@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import tempfile
 from collections import Counter
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
+from snaffle.agentless.normalize import normalize_source
 from snaffle.gates import is_test_file
 from snaffle.index.imports import imported_modules, module_name
 from snaffle.index.repo import RepoIndex
@@ -52,6 +52,8 @@ class CandidatePatch:
     """False when the patch changes only comments, docstrings or formatting: nothing it does can fix a bug."""
     against: tuple[str, ...] = ()
     """The evidence that reproduced the issue on the original tree and still fails with this patch."""
+    passed: tuple[str, ...] = ()
+    """The evidence that reproduced the issue on the original tree and passes with this patch."""
 
     @property
     def valid(self) -> bool:
@@ -122,32 +124,17 @@ def read_junit(path: Path) -> TestOutcomes:
 
 
 def normalized_key(workspace: Workspace, patch: str) -> str:
-    """A digest of the patched files with comments, docstrings and formatting normalized away."""
+    """A digest of the patched files with what cannot change behaviour normalized away (agentless/normalize.py)."""
     if not patch.strip():
         return "empty"
     parts = []
     for path in sorted(patched_files(patch)):
         file = workspace.root / path
         source = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
-        parts.append(f"{path}\n{normalize_source(source) if path.endswith('.py') else source}")
+        package = module_name(workspace.root, path).split(".")[0] if Path(path).name == "__init__.py" else None
+        text = normalize_source(source, package) if path.endswith(".py") else source
+        parts.append(f"{path}\n{text}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def normalize_source(source: str) -> str:
-    """`ast.unparse` of the module without docstrings; the source itself when it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return source
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and _is_docstring(body[0]):
-            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return ast.unparse(tree)
-
-
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
 def patched_files(patch: str) -> list[str]:
@@ -165,30 +152,62 @@ def changed_lines(patch: str) -> int:
 
 
 def select(candidates: Sequence[CandidatePatch]) -> CandidatePatch | None:
-    """Among valid candidates: the reproduction passing first, then more fixed tests, then the majority of
-    AST-normalized patches, then the fewest changed lines."""
+    """Among valid candidates: the least evidence left failing, then the most evidence passing (the failing test,
+    the reproduction test, the issue's snippets), then more related tests that failed before and pass now, then
+    the majority of behaviour-normalized patches, then the fewest changed lines, then the lowest sample number."""
     valid = [c for c in candidates if c.valid]
     if not valid:
         return None
     votes = Counter(c.key for c in valid)
     return min(
-        valid, key=lambda c: (len(c.against), not c.reproduces, -c.fixed, -votes[c.key], c.changed_lines, c.sample)
+        valid, key=lambda c: (len(c.against), -len(c.passed), -c.fixed, -votes[c.key], c.changed_lines, c.sample)
     )
+
+
+def evidence_named(
+    fixes_failing: bool | None, reproduces: bool | None, others: Sequence[tuple[str, bool | None]], passed: bool
+) -> tuple[str, ...]:
+    """The names of the evidence whose verdict is `passed` (False: left failing): the given failing test, the kept
+    reproduction test, and any other evidence (a snippet, failing existing tests); `None` (could not tell) is
+    neither."""
+    named = [("failing_test", fixes_failing), ("reproduction", reproduces), *others]
+    return tuple(name for name, verdict in named if verdict is passed)
 
 
 def evidence_against(
     fixes_failing: bool | None, reproduces: bool | None, others: Sequence[tuple[str, bool | None]]
 ) -> tuple[str, ...]:
-    """The names of the evidence a patch leaves failing: the given failing test, the kept reproduction test, and
-    any other evidence's verdict (a snippet, a failing existing test); `None` (could not tell) is not against."""
-    named = [("failing_test", fixes_failing), ("reproduction", reproduces), *others]
-    return tuple(name for name, passed in named if passed is False)
+    """The names of the evidence a patch leaves failing."""
+    return evidence_named(fixes_failing, reproduces, others, False)
 
 
-def vetoed(chosen: CandidatePatch, veto: bool) -> str | None:
-    """Why the chosen patch must not be submitted as a fix (it leaves reproduced evidence failing and no test shows
-    it fixes anything), or None. A patch that makes the given failing test or a failing related test pass stands:
-    a weak model's reproduction test can be wrong."""
-    if not veto or not chosen.against or chosen.fixes_failing or chosen.fixed:
-        return None
-    return f"sample {chosen.sample}'s patch leaves the reproduced failure failing: {', '.join(chosen.against)}"
+@dataclass(frozen=True)
+class Ending:
+    """How an agentless run ends, from what validation found of the chosen patch."""
+
+    status: str
+    message: str
+    keep: bool
+    """The chosen patch stays in the run's copy (patch.diff); `--apply` writes it only for `validated`/`submitted`."""
+
+
+def ending(chosen: CandidatePatch | None, samples: int, veto: bool) -> Ending:
+    """`validated`: a test or snippet shows the fix and none that reproduced the issue still fails (or the given
+    failing test, or a related test that failed before, now passes); `submitted`: nothing broke, nothing shows the
+    fix either way; `no_valid_patch`: no candidate was valid, or the chosen one leaves reproduced evidence failing
+    with nothing showing a fix. That patch is kept as the best guess unless `veto` drops it."""
+    if chosen is None:
+        return Ending("no_valid_patch", f"none of {samples} samples passed validation", False)
+    if chosen.against and not chosen.fixes_failing and not chosen.fixed:
+        failing = ", ".join(chosen.against)
+        kept = "dropped" if veto else "kept in patch.diff as a best guess, not applied"
+        return Ending(
+            "no_valid_patch",
+            f"sample {chosen.sample} leaves the reproduced failure failing ({failing}): {kept}",
+            not veto,
+        )
+    if chosen.evidenced:
+        return Ending("validated", f"sample {chosen.sample} selected: tests show the fix", True)
+    return Ending(
+        "submitted", f"sample {chosen.sample} selected: no test shows the fix; nothing it touches broke", True
+    )

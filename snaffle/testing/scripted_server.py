@@ -31,7 +31,8 @@ Entry = dict[str, Any]
 # streaming); cut_stream_after (close a stream after that many events, without usage or [DONE]); stream_delay
 # (seconds before each streamed event); raw_body (a string sent verbatim as the answer's JSON body, streamed
 # or not: a garbage answer); expect ({key: value}, null meaning absent) and expect_contains (a string the
-# messages must contain); repeat (serve this entry n times).
+# messages must contain); repeat (serve this entry n times); obey_limits (decode like a server: the content is cut
+# before the request's first `stop` sequence, then at its `max_tokens`, which finishes with `length`).
 ENTRY_KEYS = frozenset(
     {
         "content",
@@ -50,6 +51,7 @@ ENTRY_KEYS = frozenset(
         "expect",
         "expect_contains",
         "repeat",
+        "obey_limits",
     }
 )
 PER_MESSAGE_TOKENS = 4  # chat framing overhead per message, as OpenAI's own estimates count it
@@ -301,6 +303,22 @@ def _unmet_expectation(entry: Entry, body: dict[str, Any]) -> str | None:
     return f"expected the request's messages to contain {needle!r}"
 
 
+def _obeyed(entry: Entry, body: dict[str, Any]) -> Entry:
+    """The entry as a server would decode it under the request's `stop` and `max_tokens`."""
+    content = str(entry.get("content") or "")
+    stops = body.get("stop") or []
+    for stop in [stops] if isinstance(stops, str) else stops:
+        content = content.split(stop)[0]
+    limit = body.get("max_tokens")
+    encoder = _encoder()
+    if isinstance(limit, int) and count_tokens(content) > limit:
+        cut = (
+            encoder.decode(encoder.encode(content, disallowed_special=())[:limit]) if encoder else content[: 4 * limit]
+        )
+        return {**entry, "content": cut, "finish_reason": "length"}
+    return {**entry, "content": content}
+
+
 def _build_reply(entry: Entry | None, body: dict[str, Any], number: int, model: str) -> _Reply:
     """Decide the answer to chat request number `number` from its script entry (None: script exhausted)."""
     if entry is None:
@@ -316,6 +334,7 @@ def _build_reply(entry: Entry | None, body: dict[str, Any], number: int, model: 
         error = {"message": failure, "type": "script_expectation_failed", "code": "script_expectation_failed"}
         return _Reply(400, _error_payload(400, error), headers=headers, delay=delay)
     status = int(entry.get("status") or 200)
+    entry = _obeyed(entry, body) if entry.get("obey_limits") else entry
     if "raw_body" in entry:
         return _Reply(status, headers=headers, delay=delay, raw=str(entry["raw_body"]).encode())
     if status != 200:
