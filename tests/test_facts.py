@@ -417,3 +417,17 @@ def test_an_indented_code_block_runs_as_a_script_when_switched_on(shelf_repo: Pa
     assert facts.gather(issue, shelf_repo, sandbox, INFER).runs == ()
     (run,) = facts.gather(issue, shelf_repo, sandbox, replace(INFER, indented_scripts=True)).runs
     assert run.snippet.kind == "script" and run.reason == "raised"
+
+
+def test_a_session_line_echoes_its_value_as_the_repl_would_and_the_shown_output_is_compared(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    """No stated expectation: the values are still recorded, so 'the user's shown output came back' can be said."""
+    issue = (
+        WRONG_VALUE_ISSUE.split("I expected")[0].rstrip()
+        + "\n"
+        + "    >>> s.keys()\n    ['a']\n    >>> s.slots.clear()\n"
+    )
+    (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs
+    assert run.seen.values[3:] == ("3", "['a']", None) and run.reason == ""
+    assert run.shown_reproduced is True

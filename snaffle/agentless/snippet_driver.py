@@ -43,12 +43,15 @@ def run_statement(source: str, kind: str, expected: str | None, namespace: dict[
     """One statement's value (sessions), expectation check and exception, as a JSON-ready record."""
     result: dict[str, Any] = {}
     try:
-        if expected is not None:
-            value = eval(compile(source, "<snippet>", "eval"), namespace)
+        expression = compiled_expression(source) if kind == "session" or expected is not None else None
+        if expression is not None:  # what the REPL would echo: the value, unless it is None
+            value = eval(expression, namespace)
             shown = safe_repr(value)
-            print(shown)
-            result["value"] = shown
-            result["met"] = matches(value, shown, expected, namespace)
+            if value is not None or expected is not None:
+                print(shown)
+                result["value"] = shown
+            if expected is not None:
+                result["met"] = matches(value, shown, expected, namespace)
         else:
             mode = "single" if kind == "session" else "exec"
             exec(compile(source, "<snippet>", mode), namespace)
@@ -57,6 +60,14 @@ def run_statement(source: str, kind: str, expected: str | None, namespace: dict[
         result["exception"] = describe(exc, tb)
         traceback.print_exception(type(exc), exc, tb)
     return result
+
+
+def compiled_expression(source: str) -> Any:
+    """`source` compiled as one expression, or None when it is a statement."""
+    try:
+        return compile(source, "<snippet>", "eval")
+    except SyntaxError:
+        return None
 
 
 def matches(value: Any, shown: str, expected: str, namespace: dict[str, Any]) -> bool:
