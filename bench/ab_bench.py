@@ -464,7 +464,10 @@ CANDIDATE_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
     "reading": {"snippets": {"infer_imports": True, "ordered_expectations": True, "indented_scripts": True}},
     "snippet_test": {"switches": {"snippet_test": True}},
 }
-"""The candidate new default, by group of switches: each group is one ablation row (`+new-no-GROUP`)."""
+"""The switches the candidate new default is made of, by group: one row per group left out (`+new-no-GROUP`)."""
+EXTRA_GROUPS = ("feedback",)
+"""Groups measured on top of the candidate (`+new+GROUP`), not in it: feedback rounds cost 3.5x output tokens on
+the first task of this session's run, for no resolve."""
 
 
 def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> PipelineConfig:
@@ -485,15 +488,20 @@ def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> Pipe
 
 def candidate_variants(arm: str) -> list[Variant]:
     """Today's default (every group off: the arm's plain label, as `--execution` names it) against the candidate
-    new default (every group on, `+new`) and one row per group left out."""
+    new default (`+new`: every group but the extras on), one row per group left out, one per extra added."""
     base = arm_variant(arm)
     today = replace(base, pipeline=with_groups(base.pipeline, CANDIDATE_GROUPS, False))
-    new = replace(base, label=f"{arm}+new", pipeline=with_groups(base.pipeline, CANDIDATE_GROUPS, True))
+    groups = [g for g in CANDIDATE_GROUPS if g not in EXTRA_GROUPS]
+    new = replace(base, label=f"{arm}+new", pipeline=with_groups(today.pipeline, groups, True))
     ablations = [
         replace(new, label=f"{new.label}-no-{group}", pipeline=with_groups(new.pipeline, [group], False))
-        for group in CANDIDATE_GROUPS
+        for group in groups
     ]
-    return [today, new, *ablations]
+    extras = [
+        replace(new, label=f"{new.label}+{group}", pipeline=with_groups(new.pipeline, [group], True))
+        for group in EXTRA_GROUPS
+    ]
+    return [today, new, *ablations, *extras]
 
 
 def ablated_names(spec: str) -> list[str]:
@@ -667,8 +675,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--candidate",
         action="store_true",
-        help="today's default vs the candidate new default (+new) and one row per group left out: "
-        + ", ".join(CANDIDATE_GROUPS),
+        help="today's default vs the candidate new default (+new), one row per group left out and one per extra "
+        f"added: {', '.join(CANDIDATE_GROUPS)} (extras: {', '.join(EXTRA_GROUPS)})",
     )
     parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -254,11 +255,13 @@ def test_a_run_is_judged_on_the_patch_it_left(scripted: Any, tmp_path: Path, ans
 def test_candidate_variants_are_today_the_new_default_and_one_row_per_group_left_out() -> None:
     variants = {v.label: v.pipeline for v in ab.candidate_variants(ab.ONE_SHOT)}
     today, new = variants.pop(ab.ONE_SHOT), variants.pop(f"{ab.ONE_SHOT}+new")
-    assert sorted(variants) == sorted(f"{ab.ONE_SHOT}+new-no-{g}" for g in ab.CANDIDATE_GROUPS)
+    left_out = [f"{ab.ONE_SHOT}+new-no-{g}" for g in ab.CANDIDATE_GROUPS if g not in ab.EXTRA_GROUPS]
+    assert sorted(variants) == sorted(left_out + [f"{ab.ONE_SHOT}+new+{g}" for g in ab.EXTRA_GROUPS])
     assert not today.feedback and not today.one_entity and not today.switches.snippet_test
-    assert new.feedback and new.one_entity and new.switches.snippet_test and new.snippets.infer_imports
+    assert not new.feedback and new.one_entity and new.switches.snippet_test and new.snippets.infer_imports
     no_reading = variants[f"{ab.ONE_SHOT}+new-no-reading"]
-    assert not no_reading.snippets.infer_imports and no_reading.feedback and no_reading.switches.snippet_test
+    assert not no_reading.snippets.infer_imports and no_reading.one_entity and no_reading.switches.snippet_test
+    assert variants[f"{ab.ONE_SHOT}+new+feedback"] == replace(new, feedback=True)
 
 
 def test_the_new_default_makes_its_reproduction_test_from_the_issue_session_with_no_model_call(
