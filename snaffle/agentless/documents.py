@@ -33,7 +33,9 @@ BODY_TOKENS_CAP = 400
 BODY_KINDS = frozenset({"function", "method"})
 LAYOUT_DIGITS = 12
 DIGITS = "0123456789"
-IDENTIFIER_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
+IDENTIFIER_BYTES = bytes(
+    c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256)
+)
 """A byte table keeping `[A-Za-z0-9_]` and making every other byte a space (the characters of `IDENTIFIER_RE`)."""
 
 Postings = dict[str, list[int]]
@@ -153,8 +155,8 @@ class DocumentStore:
             return None
         try:
             payload = json.loads(target.read_bytes())
-            if payload["format"] != DOCUMENTS_FORMAT or payload["layout"] != layout:
-                return None
+            if payload["format"] != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
+                return None  # another format, another file's text (copied over this one), another parse
             return _from_payload(payload)
         except (OSError, ValueError, TypeError, KeyError):
             return None
@@ -167,7 +169,7 @@ class DocumentStore:
         temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps(_payload(layout, documents), separators=(",", ":")), "utf-8")
+            temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
             os.replace(temporary, target)
         except OSError:
             temporary.unlink(missing_ok=True)
@@ -179,9 +181,10 @@ def entity_layout(entities: Sequence[Entity]) -> str:
     return hashlib.sha1(json.dumps(spans).encode()).hexdigest()[:LAYOUT_DIGITS]
 
 
-def _payload(layout: str, documents: FileDocuments) -> dict[str, Any]:
+def _payload(sha1: str, layout: str, documents: FileDocuments) -> dict[str, Any]:
     return {
         "format": DOCUMENTS_FORMAT,
+        "sha1": sha1,
         "layout": layout,
         "terms": documents.terms,
         "heads": documents.heads,

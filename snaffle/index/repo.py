@@ -185,6 +185,11 @@ class RepoIndex:
     def info(self, path: str) -> FileInfo:
         return self._get(self._checked(path)).info
 
+    def record(self, listed: str) -> IndexedFile:
+        """The identity and entities of a path `files()` listed, re-indexed if it changed on disk; the listing
+        checked it, so none of a selector's checks run again (a symlink's realpath per file is what they cost)."""
+        return self._get(listed)
+
     def parse_errors(self, path: str) -> int:
         return self.info(path).parse_errors
 
