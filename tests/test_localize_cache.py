@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from snaffle.agentless.documents import DOCUMENTS_DIR
 from snaffle.agentless.issue_text import parse_issue
-from snaffle.agentless.localize import Localizer
+from snaffle.agentless.localize import Localizer, Weights
 from snaffle.index.repo import RepoIndex
 from tests.helpers import git, make_repo
 
@@ -129,3 +131,13 @@ def test_a_document_entry_of_another_text_is_not_believed(tmp_path: Path) -> Non
     found = Localizer(RepoIndex(repo, cache)).localize("the chart is not rendered by render_chart").as_json()
     assert found["files"][0]["path"] == "pkg/beta.py"
     assert "invoice" not in Localizer(RepoIndex(repo, cache)).prepare().tables.documents[1].terms
+
+
+@pytest.mark.parametrize(("weight", "built"), [(0.0, False), (1.0, True)])
+def test_graph_signals_weighted_0_build_no_graph(commits: tuple[Path, Path], weight: float, built: bool) -> None:
+    packaged = Weights.load()
+    graph_signals = {"callee": weight, "caller": weight, "pagerank": weight}
+    weights = replace(packaged, weights=MappingProxyType({**packaged.weights, **graph_signals}))
+    localizer = Localizer(RepoIndex(commits[1]), weights)
+    assert localizer.localize(ISSUE).entities
+    assert (localizer._graph is not None) is built
