@@ -134,6 +134,7 @@ class DocumentStore:
 
     def __init__(self, cache_dir: Path | None) -> None:
         self.directory = cache_dir / DOCUMENTS_DIR if cache_dir is not None else None
+        self._directory_name = str(self.directory)
         self._memory: dict[str, FileDocuments] = {}
 
     def get(self, sha1: str, entities: Sequence[Entity], source: Callable[[], bytes]) -> FileDocuments:
@@ -147,14 +148,18 @@ class DocumentStore:
         return found
 
     def _file(self, sha1: str) -> Path | None:
-        return self.directory / sha1[:2] / f"{sha1[2:]}.json" if self.directory is not None else None
+        return Path(self._name(sha1)) if self.directory is not None else None
+
+    def _name(self, sha1: str) -> str:
+        """The entry's file name, joined by os.path (asked once per file of a checkout)."""
+        return os.path.join(self._directory_name, sha1[:2], f"{sha1[2:]}.json")
 
     def _load(self, sha1: str, layout: str) -> FileDocuments | None:
-        target = self._file(sha1)
-        if target is None:
+        if self.directory is None:
             return None
         try:
-            payload = json.loads(target.read_bytes())
+            with open(self._name(sha1), "rb") as handle:
+                payload = json.loads(handle.read())
             if payload["format"] != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
                 return None  # another format, another file's text (copied over this one), another parse
             return _from_payload(payload)
