@@ -214,7 +214,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     cold_left[row["repo"]] -= 1
     started, started_cpu = time.monotonic(), time.process_time()
     index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
-    index.build()
+    index.build(paths=sources(index))  # what `snaffle localize` indexes: test files only when a signal reads one
     built = time.monotonic()
     localizer = Localizer(index).prepare()  # documents from their cache (by content hash), BM25 and name tables
     indexed, prepared = time.monotonic() - started, time.monotonic() - built
@@ -273,9 +273,14 @@ def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:
     started, started_cpu = time.monotonic(), time.process_time()
     with tempfile.TemporaryDirectory(prefix="snaffle-cold-") as scratch:
         index = RepoIndex(repo, cache_dir=Path(scratch))
-        index.build(workers=workers)
+        index.build(workers=workers, paths=sources(index))
         Localizer(index).prepare()
     return time.monotonic() - started, time.process_time() - started_cpu
+
+
+def sources(index: RepoIndex) -> list[str]:
+    """The files `Localizer.prepare` indexes: every one but the test files."""
+    return [path for path in index.files() if not is_test_file(path)]
 
 
 def snippet_sandbox(scratch: Path, python: str | None) -> Sandbox:
