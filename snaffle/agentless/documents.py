@@ -77,7 +77,7 @@ def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
 def identifier_runs(text: str) -> str:
     """`text` with every character that no identifier holds made a space, offsets kept (one character each): its
     `split()` are the runs of `[A-Za-z0-9_]`, each an identifier of `tokenize` once its leading digits go. Three
-    passes in C instead of a regular expression (measured 4x faster on sympy)."""
+    passes in C instead of a regular expression (build_documents measured 37% less CPU on two sympy checkouts)."""
     return text.encode("ascii", "replace").translate(IDENTIFIER_BYTES).decode("ascii")
 
 
