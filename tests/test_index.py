@@ -530,3 +530,11 @@ def test_a_module_path_for_a_package_or_a_src_path_resolves_to_the_one_file_it_m
     (tmp_path / "lib" / "semv" / "version.py").write_text("def bump():\n    pass\n")
     with pytest.raises(SelectorError, match="no file semv/version.py"):  # two readings: no guess
         index.resolve("semv/version.py::bump")
+
+
+def test_the_grammar_version_read_beside_the_package_is_the_installed_one() -> None:
+    from importlib import metadata
+
+    from snaffle.index.cache import _grammar_version
+
+    assert _grammar_version() == metadata.version("tree-sitter-python")

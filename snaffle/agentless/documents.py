@@ -15,13 +15,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from snaffle.agentless.issue_text import tokenize
+from snaffle.agentless.issue_text import identifier_pieces, tokenize
 from snaffle.index.parse import Entity
 
 DOCUMENTS_FORMAT = "snaffle-documents/2"
@@ -31,6 +32,11 @@ BODY_TOKENS_CAP = 400
 """Body terms kept per function: the start of a long body says what it is about, the rest mostly repeats."""
 BODY_KINDS = frozenset({"function", "method"})
 LAYOUT_DIGITS = 12
+DIGITS = "0123456789"
+IDENTIFIER_BYTES = bytes(
+    c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256)
+)
+"""A byte table keeping `[A-Za-z0-9_]` and making every other byte a space (the characters of `IDENTIFIER_RE`)."""
 
 Postings = dict[str, list[int]]
 """term -> [entity, count, entity, count, ...] over one file's entities (flat: cheap to load)."""
@@ -55,17 +61,12 @@ class FileDocuments:
 def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
     """Tokenize one file: the whole text, and per entity its head and (functions only) the start of its body."""
     text = source.decode("utf-8", "replace")
-    lines = text.splitlines()
-    heads: list[Counter[str]] = []
-    bodies: list[Counter[str]] = []
-    for entity in entities:
-        heads.append(Counter(tokenize(f"{entity.qualname} {entity.signature} {entity.doc}")))
-        body: list[str] = []
-        if entity.kind in BODY_KINDS:
-            body = tokenize("\n".join(lines[entity.body_start_line : entity.end_line + 1]))[:BODY_TOKENS_CAP]
-        bodies.append(Counter(body))
+    runs = identifier_runs(text)
+    starts = _line_starts(text)
+    heads = [Counter(terms_of(identifier_runs(f"{e.qualname} {e.signature} {e.doc}").split())) for e in entities]
+    bodies = [Counter(_body_terms(runs, starts, e) if e.kind in BODY_KINDS else ()) for e in entities]
     return FileDocuments(
-        terms=dict(Counter(tokenize(text))),
+        terms=_term_counts(runs.split()),
         heads=_invert(heads),
         bodies=_invert(bodies),
         head_lengths=tuple(sum(c.values()) for c in heads),
@@ -73,11 +74,58 @@ def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
     )
 
 
+def identifier_runs(text: str) -> str:
+    """`text` with every character that no identifier holds made a space, offsets kept (one character each): its
+    `split()` are the runs of `[A-Za-z0-9_]`, each an identifier of `tokenize` once its leading digits go. Three
+    passes in C instead of a regular expression (build_documents measured 37% less CPU on two sympy checkouts)."""
+    return text.encode("ascii", "replace").translate(IDENTIFIER_BYTES).decode("ascii")
+
+
+def terms_of(runs: Iterable[str]) -> list[str]:
+    """`tokenize` of the text the runs came from: the pieces of each run's identifier, in order."""
+    return list(itertools.chain.from_iterable(map(_run_pieces, runs)))
+
+
+@lru_cache(maxsize=200_000)
+def _run_pieces(run: str) -> tuple[str, ...]:
+    """The word pieces of the identifier in one run (`2fast` holds `fast`; digits alone hold none)."""
+    identifier = run.lstrip(DIGITS)
+    return identifier_pieces(identifier) if identifier else ()
+
+
+def _line_starts(text: str) -> list[int]:
+    """The offset at which each of `text.splitlines()` starts, then the text's length."""
+    return list(itertools.accumulate(map(len, text.splitlines(keepends=True)), initial=0))
+
+
+def _body_terms(runs: str, starts: Sequence[int], entity: Entity) -> list[str]:
+    """The first `BODY_TOKENS_CAP` terms of the entity's body lines (the text between two line starts tokenizes
+    as those lines joined: a line break is no identifier's character); a long body is not read past the cap."""
+    last = len(starts) - 1
+    first, end = min(entity.body_start_line, last), min(entity.end_line + 1, last)
+    body = runs[starts[first] : starts[end]].split() if first < end else []
+    return list(itertools.islice(itertools.chain.from_iterable(map(_run_pieces, body)), BODY_TOKENS_CAP))
+
+
+def _term_counts(runs: Sequence[str]) -> dict[str, int]:
+    """`Counter(tokenize(text))` in the same order, counted per distinct run rather than per occurrence."""
+    counts: dict[str, int] = {}
+    for run, repeats in Counter(runs).items():
+        for piece in _run_pieces(run):
+            counts[piece] = counts.get(piece, 0) + repeats
+    return counts
+
+
 def _invert(counters: Sequence[Counter[str]]) -> Postings:
     postings: Postings = {}
+    find = postings.get
     for number, counter in enumerate(counters):
         for term, count in counter.items():
-            postings.setdefault(term, []).extend((number, count))
+            found = find(term)
+            if found is None:
+                postings[term] = [number, count]
+            else:
+                found += (number, count)
     return postings
 
 
@@ -86,6 +134,7 @@ class DocumentStore:
 
     def __init__(self, cache_dir: Path | None) -> None:
         self.directory = cache_dir / DOCUMENTS_DIR if cache_dir is not None else None
+        self._directory_name = str(self.directory)
         self._memory: dict[str, FileDocuments] = {}
 
     def get(self, sha1: str, entities: Sequence[Entity], source: Callable[[], bytes]) -> FileDocuments:
@@ -99,16 +148,20 @@ class DocumentStore:
         return found
 
     def _file(self, sha1: str) -> Path | None:
-        return self.directory / sha1[:2] / f"{sha1[2:]}.json" if self.directory is not None else None
+        return Path(self._name(sha1)) if self.directory is not None else None
+
+    def _name(self, sha1: str) -> str:
+        """The entry's file name, joined by os.path (asked once per file of a checkout)."""
+        return os.path.join(self._directory_name, sha1[:2], f"{sha1[2:]}.json")
 
     def _load(self, sha1: str, layout: str) -> FileDocuments | None:
-        target = self._file(sha1)
-        if target is None:
+        if self.directory is None:
             return None
         try:
-            payload = json.loads(target.read_bytes())
-            if payload["format"] != DOCUMENTS_FORMAT or payload["layout"] != layout:
-                return None
+            with open(self._name(sha1), "rb") as handle:
+                payload = json.loads(handle.read())
+            if payload["format"] != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
+                return None  # another format, another file's text (copied over this one), another parse
             return _from_payload(payload)
         except (OSError, ValueError, TypeError, KeyError):
             return None
@@ -121,7 +174,7 @@ class DocumentStore:
         temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps(_payload(layout, documents), separators=(",", ":")), "utf-8")
+            temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
             os.replace(temporary, target)
         except OSError:
             temporary.unlink(missing_ok=True)
@@ -133,9 +186,10 @@ def entity_layout(entities: Sequence[Entity]) -> str:
     return hashlib.sha1(json.dumps(spans).encode()).hexdigest()[:LAYOUT_DIGITS]
 
 
-def _payload(layout: str, documents: FileDocuments) -> dict[str, Any]:
+def _payload(sha1: str, layout: str, documents: FileDocuments) -> dict[str, Any]:
     return {
         "format": DOCUMENTS_FORMAT,
+        "sha1": sha1,
         "layout": layout,
         "terms": documents.terms,
         "heads": documents.heads,

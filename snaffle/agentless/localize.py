@@ -201,10 +201,10 @@ class Localizer:
         candidates: list[Entity] = []
         numbers: dict[Entity, tuple[int, int]] = {}
         for path in paths:
-            entities = self.index.entities(path)
-            numbers.update({entity: (len(documents), local) for local, entity in enumerate(entities)})
-            documents.append(store.get(self.index.info(path).sha1, entities, partial(self.index.source, path)))
-            candidates.extend(entities)
+            record = self.index.record(path)
+            numbers.update({entity: (len(documents), local) for local, entity in enumerate(record.entities)})
+            documents.append(store.get(record.info.sha1, record.entities, partial(self.index.source, path)))
+            candidates.extend(record.entities)
         self._tables = Tables(
             paths=paths,
             documents=documents,

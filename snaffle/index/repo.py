@@ -185,6 +185,11 @@ class RepoIndex:
     def info(self, path: str) -> FileInfo:
         return self._get(self._checked(path)).info
 
+    def record(self, listed: str) -> IndexedFile:
+        """The identity and entities of a path `files()` listed, re-indexed if it changed on disk; the listing
+        checked it, so none of a selector's checks run again (a symlink's realpath per file is what they cost)."""
+        return self._get(listed)
+
     def parse_errors(self, path: str) -> int:
         return self.info(path).parse_errors
 
@@ -276,7 +281,8 @@ class RepoIndex:
     def _reuse(self, path: str, trust_stat: bool = True) -> bool:
         """Bring a still-valid record into memory: the one in memory or, by content hash, one from the disk cache.
         The hash comes from this checkout's manifest when the file's stat is unchanged, else from its bytes."""
-        stat = os.stat(self.root / path)
+        full = os.path.join(self._root_key, path)
+        stat = os.stat(full)
         record = self._records.get(path)
         if record is not None and trust_stat and _same_stat(record.info, stat):
             return True
@@ -284,7 +290,8 @@ class RepoIndex:
         if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
             sha1 = known[2]
         else:
-            sha1 = hashlib.sha1((self.root / path).read_bytes()).hexdigest()
+            with open(full, "rb") as handle:
+                sha1 = hashlib.sha1(handle.read()).hexdigest()
         if record is not None and record.info.sha1 == sha1:
             self._records[path] = IndexedFile(
                 replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
