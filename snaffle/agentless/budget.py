@@ -1,8 +1,9 @@
 """The run's caps shared by repair samples that run at once: what has been spent, and what each sample may spend.
 
 A starting sample gets an equal part of what is left and not held by the samples still running, so samples that
-run together stay within the run's caps (turns, tokens, dollars); the wall-clock cap is one deadline for all.
-One sample at a time gets all that is left, as before samples ran together.
+run together stay within the run's caps (turns, tokens, dollars) as one sample does: each checks its share before
+each of its calls, and a call may end past it. The wall-clock cap is one deadline for all. One sample at a time
+gets all that is left, as before samples ran together.
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ class Budget:
 
 
 def _left(cap: int, spent_or_held: int, free: int) -> int | None:
-    """An equal part for each of `free` samples of what is left of `cap`; None when the cap is off."""
-    return (cap - spent_or_held) // free if cap else None
+    """An equal part for each of `free` samples of what is left of `cap` (at least 1 while any is left, so the
+    first samples run when there is less than one each); None when the cap is off."""
+    if not cap:
+        return None
+    left = cap - spent_or_held
+    return max(1, left // free) if left >= 1 else 0
 
 
 def _plus(held: Limits, share: Limits, sign: int = 1) -> Limits:
