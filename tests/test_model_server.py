@@ -230,3 +230,20 @@ def test_llama_server_decodes_two_requests_at_once() -> None:
         for thread in threads:
             thread.join()
         assert len(spans) == 2 and max(s for s, _ in spans) < min(e for _, e in spans)
+
+
+def test_solve_asks_the_endpoint_for_its_slots_before_the_shim_hides_them(
+    props: list[PropsServer], tmp_path: Path
+) -> None:
+    from snaffle.agentless.config import PipelineConfig
+    from snaffle.cli import with_endpoint_slots
+    from snaffle.model.client import ModelConfig
+    from snaffle.run import SolveConfig, zero_pricer
+    from snaffle.types import Limits
+
+    props.append(PropsServer(b'{"total_slots": 3}'))
+    model = ModelConfig(props[-1].base_url, "m")
+    auto = SolveConfig("agentless", model, Limits(), tmp_path, zero_pricer, pipeline=PipelineConfig(concurrency=0))
+    assert with_endpoint_slots(auto).pipeline.concurrency == 3
+    told = SolveConfig("agentless", model, Limits(), tmp_path, zero_pricer, pipeline=PipelineConfig(concurrency=1))
+    assert with_endpoint_slots(told).pipeline.concurrency == 1
