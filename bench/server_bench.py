@@ -10,7 +10,7 @@ chat request at temperature 0.8 (seed = its number) on the one-shot rewrite prom
 oneshot_rewrite.md, the built-in issue and candidates below unless --prompt-from), which opens with a nonce so no
 server starts with it cached. Per variant: wall seconds for the N, tokens/s per sequence (its tokens after the
 first over its decode time), aggregate tokens/s (every token over the wall), first-token seconds, prefill tokens/s
-(a separate request of the prompt answered with 1 token), the server's peak RSS, the load average before and
+(prompt tokens before the first token), the server's peak RSS, the load average before and
 after; ratios against llama-cpp-python sequential. Rows go to --out (JSONL).
 """
 
@@ -101,6 +101,8 @@ class Variant:
     engine: EngineChoice
     prompt_lookup: bool
     together: bool
+    one_request: bool = False
+    """The samples as the `n` choices of one request (llama-server evaluates the prompt once for them)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ def variants(samples: int) -> list[Variant]:
         Variant("llama-cpp-python prompt lookup", EngineChoice(LLAMA_CPP_PYTHON), True, False),
         Variant("llama-server --parallel 1", EngineChoice(LLAMA_SERVER, 1), False, False),
         Variant(f"llama-server --parallel {samples}", EngineChoice(LLAMA_SERVER, samples), False, True),
+        Variant(
+            f"llama-server --parallel {samples} n={samples}", EngineChoice(LLAMA_SERVER, samples), False, True, True
+        ),
     ]
 
 
@@ -141,8 +146,9 @@ def repair_prompt(trajectory: Path | None) -> str:
     raise SystemExit(f"--prompt-from {trajectory}: no repair sample's model call in it")
 
 
-def stream(base_url: str, model: str, prompt: str, max_tokens: int, seed: int) -> Decoded:
-    """One streamed chat request; its tokens from the usage chunk when the server sends one, else one per chunk."""
+def stream(base_url: str, model: str, prompt: str, max_tokens: int, seed: int, n: int = 1) -> list[Decoded]:
+    """One streamed chat request, a Decoded per choice; tokens from the usage chunk when the server sends one for
+    a single choice, else one per content chunk."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -151,8 +157,12 @@ def stream(base_url: str, model: str, prompt: str, max_tokens: int, seed: int) -
         "seed": seed,
         "stream": True,
         "stream_options": {"include_usage": True},
+        **({"n": n} if n > 1 else {}),
     }
-    sent, first, chunks, usage = time.monotonic(), 0.0, 0, None
+    sent, usage = time.monotonic(), None
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    chunks: dict[int, int] = dict.fromkeys(range(n), 0)
     with httpx.stream("POST", f"{base_url}/chat/completions", json=body, timeout=1800) as response:
         response.raise_for_status()
         for line in response.iter_lines():
@@ -160,36 +170,53 @@ def stream(base_url: str, model: str, prompt: str, max_tokens: int, seed: int) -
                 continue
             event = json.loads(line[len("data: ") :])
             usage = event.get("usage") or usage
-            deltas = [c.get("delta", {}).get("content") for c in event.get("choices") or []]
-            if any(deltas):
-                first = first or time.monotonic()
-                chunks += 1
+            for choice in event.get("choices") or []:
+                if choice.get("delta", {}).get("content"):
+                    index, now = int(choice.get("index", 0)), time.monotonic()
+                    first.setdefault(index, now)
+                    last[index] = now
+                    chunks[index] = chunks.get(index, 0) + 1
     ended = time.monotonic()
-    if usage and usage.get("completion_tokens"):
-        tokens, counted = int(usage["completion_tokens"]), "usage"
-    else:
-        tokens, counted = chunks, "chunks"
-    prompt_tokens = int(usage.get("prompt_tokens", 0)) if usage else 0
-    return Decoded(sent, first or ended, ended, tokens, prompt_tokens, counted)
+    single = n == 1 and bool(usage and usage.get("completion_tokens"))
+    return [
+        Decoded(
+            sent,
+            first.get(i, ended),
+            last.get(i, ended) if n > 1 else ended,
+            int(usage["completion_tokens"]) if single and usage else count,
+            int(usage.get("prompt_tokens", 0)) if usage else 0,
+            "usage" if single else "chunks",
+        )
+        for i, count in sorted(chunks.items())
+    ]
 
 
-def prefill_tps(base_url: str, model: str, prompt: str) -> tuple[float, int]:
-    """Prompt tokens per second of the prompt (under a new nonce) answered with one token, and its token count."""
+def prompt_tokens_of(base_url: str, model: str, prompt: str) -> int:
+    """The prompt's token count, asked after the samples (its prefix is cached then, so this costs ~nothing)."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 1, "temperature": 0}
-    started = time.monotonic()
     answer = httpx.post(f"{base_url}/chat/completions", json=body, timeout=1800)
     answer.raise_for_status()
-    tokens = int(answer.json()["usage"]["prompt_tokens"])
-    return tokens / (time.monotonic() - started), tokens
+    return int(answer.json()["usage"]["prompt_tokens"])
+
+
+def prefill_tps(decoded: Sequence[Decoded], prompt_tokens: int, variant: Variant) -> float:
+    """Prompt tokens per second before the first token: of the first sample sent (the fresh prompt), or of all
+    the prompts evaluated at once when the samples went together (one prompt for one request's choices)."""
+    if not variant.together:
+        return prompt_tokens / max(1e-9, decoded[0].first - decoded[0].sent)
+    prompts = 1 if variant.one_request else len(decoded)
+    return prompts * prompt_tokens / max(1e-9, max(d.first - d.sent for d in decoded))
 
 
 def decode_samples(
-    base_url: str, model: str, prompt: str, samples: int, max_tokens: int, together: bool
+    base_url: str, model: str, prompt: str, samples: int, max_tokens: int, variant: Variant
 ) -> list[Decoded]:
-    """The samples one after another, or all at once (one thread each)."""
-    if not together:
-        return [stream(base_url, model, prompt, max_tokens, seed) for seed in range(1, samples + 1)]
-    results: list[Decoded | BaseException] = [RuntimeError("not run")] * samples
+    """The samples one after another, all at once (one thread each), or as the choices of one request."""
+    if variant.one_request:
+        return stream(base_url, model, prompt, max_tokens, 1, samples)
+    if not variant.together:
+        return [d for seed in range(1, samples + 1) for d in stream(base_url, model, prompt, max_tokens, seed)]
+    results: list[list[Decoded] | BaseException] = [RuntimeError("not run")] * samples
 
     def run(index: int) -> None:
         try:
@@ -205,7 +232,7 @@ def decode_samples(
     failed = [r for r in results if isinstance(r, BaseException)]
     if failed:
         raise failed[0]
-    return [r for r in results if isinstance(r, Decoded)]
+    return [d for r in results if not isinstance(r, BaseException) for d in r]
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -217,18 +244,19 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def measure(variant: Variant, args: argparse.Namespace, prompt: str, log: Callable[[str], None]) -> dict[str, Any]:
-    """Start the variant's server, warm it, time the prefill, decode the samples; the row."""
+    """Start the variant's server, warm it, decode the samples on a fresh prompt; the row."""
     load_before = os.getloadavg()[0]
     with local_model.serve(
         args.size, ctx=args.ctx, log=log, prompt_lookup=variant.prompt_lookup, engine=variant.engine
     ) as server:
-        decode_samples(server.base_url, server.model, "Say OK.", 1, 4, False)  # page in the weights
-        prefill, prompt_tokens = prefill_tps(server.base_url, server.model, f"Run {time.time_ns()}.\n{prompt}")
+        decode_samples(server.base_url, server.model, "Say OK.", 1, 4, variants(1)[0])  # page in the weights
         fresh = f"Run {time.time_ns()}.\n{prompt}"
         started = time.monotonic()
-        decoded = decode_samples(server.base_url, server.model, fresh, args.samples, args.max_tokens, variant.together)
+        decoded = decode_samples(server.base_url, server.model, fresh, args.samples, args.max_tokens, variant)
         wall = time.monotonic() - started
+        prompt_tokens = prompt_tokens_of(server.base_url, server.model, fresh)
         rss = peak_rss_mb(server.process.pid)
+    prefill = prefill_tps(decoded, prompt_tokens, variant)
     tokens = sum(d.tokens for d in decoded)
     return {
         "variant": variant.label,
