@@ -124,14 +124,15 @@ class Decoded:
 
 
 def variants(samples: int) -> list[Variant]:
+    """In the order they run (the comparison the issue asks for first, so a run cut short still has it)."""
     return [
         Variant(BASELINE, EngineChoice(LLAMA_CPP_PYTHON), False, False),
-        Variant("llama-cpp-python prompt lookup", EngineChoice(LLAMA_CPP_PYTHON), True, False),
-        Variant("llama-server --parallel 1", EngineChoice(LLAMA_SERVER, 1), False, False),
         Variant(f"llama-server --parallel {samples}", EngineChoice(LLAMA_SERVER, samples), False, True),
+        Variant("llama-server --parallel 1", EngineChoice(LLAMA_SERVER, 1), False, False),
         Variant(
             f"llama-server --parallel {samples} n={samples}", EngineChoice(LLAMA_SERVER, samples), False, True, True
         ),
+        Variant("llama-cpp-python prompt lookup", EngineChoice(LLAMA_CPP_PYTHON), True, False),
     ]
 
 
