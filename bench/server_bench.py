@@ -324,6 +324,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variants", default="", help="comma-separated substrings of the labels to run")
     parser.add_argument("--prompt-from", type=Path, help="a trajectory whose first repair prompt to use")
     parser.add_argument("--out", type=Path, default=Path("/tmp/server_bench/results.jsonl"))
+    parser.add_argument("--report-only", action="store_true", help="print the table of the rows in --out")
     return parser.parse_args(argv)
 
 
@@ -334,6 +335,24 @@ def log(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     engines.check_engine(LLAMA_SERVER, args.samples)
+    if args.report_only:
+        rows = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        rows = run_rounds(args)
+    if not rows:
+        raise SystemExit(f"no rows in {args.out}")
+    first = rows[0]
+    print(
+        f"{first['size']} model, {first['samples']} samples at temperature {TEMPERATURE}, max_tokens "
+        f"{first['max_tokens']}, prompt {first['prompt_tokens']} tokens, {os.cpu_count()} cores; "
+        f"load average (1 min) before-after each variant"
+    )
+    print(table(rows) if any(r["variant"] == BASELINE for r in rows) else json.dumps(rows, indent=1))
+    return 0
+
+
+def run_rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every chosen variant, `--rounds` times in turn; each row appended to --out as it is measured."""
     prompt = repair_prompt(args.prompt_from)
     wanted = [w.strip() for w in args.variants.split(",") if w.strip()]
     chosen = [v for v in variants(args.samples) if not wanted or any(w in v.label for w in wanted)]
@@ -347,12 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with args.out.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(row) + "\n")
             log(json.dumps(row))
-    print(
-        f"{args.size} model, {args.samples} samples at temperature {TEMPERATURE}, max_tokens {args.max_tokens}, "
-        f"prompt {rows[0]['prompt_tokens']} tokens, {os.cpu_count()} cores; load average 1-min before-after"
-    )
-    print(table(rows) if any(r["variant"] == BASELINE for r in rows) else json.dumps(rows, indent=1))
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
