@@ -123,14 +123,18 @@ class Decoded:
         return (self.tokens - 1) / span if self.tokens > 1 and span > 0 else 0.0
 
 
-def variants(samples: int) -> list[Variant]:
+def variants(samples: int, binary: str | None = None) -> list[Variant]:
     """In the order they run (the comparison the issue asks for first, so a run cut short still has it)."""
     return [
         Variant(BASELINE, EngineChoice(LLAMA_CPP_PYTHON), False, False),
-        Variant(f"llama-server --parallel {samples}", EngineChoice(LLAMA_SERVER, samples), False, True),
-        Variant("llama-server --parallel 1", EngineChoice(LLAMA_SERVER, 1), False, False),
+        Variant(f"llama-server --parallel {samples}", EngineChoice(LLAMA_SERVER, samples, binary), False, True),
+        Variant("llama-server --parallel 1", EngineChoice(LLAMA_SERVER, 1, binary), False, False),
         Variant(
-            f"llama-server --parallel {samples} n={samples}", EngineChoice(LLAMA_SERVER, samples), False, True, True
+            f"llama-server --parallel {samples} n={samples}",
+            EngineChoice(LLAMA_SERVER, samples, binary),
+            False,
+            True,
+            True,
         ),
         Variant("llama-cpp-python prompt lookup", EngineChoice(LLAMA_CPP_PYTHON), True, False),
     ]
@@ -324,6 +328,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variants", default="", help="comma-separated substrings of the labels to run")
     parser.add_argument("--prompt-from", type=Path, help="a trajectory whose first repair prompt to use")
     parser.add_argument("--out", type=Path, default=Path("/tmp/server_bench/results.jsonl"))
+    parser.add_argument("--server-binary", help="the llama-server to run (default: the snaffle[server] extra's)")
     parser.add_argument("--report-only", action="store_true", help="print the table of the rows in --out")
     return parser.parse_args(argv)
 
@@ -355,7 +360,7 @@ def run_rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every chosen variant, `--rounds` times in turn; each row appended to --out as it is measured."""
     prompt = repair_prompt(args.prompt_from)
     wanted = [w.strip() for w in args.variants.split(",") if w.strip()]
-    chosen = [v for v in variants(args.samples) if not wanted or any(w in v.label for w in wanted)]
+    chosen = [v for v in variants(args.samples, args.server_binary) if not wanted or any(w in v.label for w in wanted)]
     rows: list[dict[str, Any]] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for round_number in range(args.rounds):
