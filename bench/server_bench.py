@@ -257,7 +257,11 @@ def measure(variant: Variant, args: argparse.Namespace, prompt: str, log: Callab
         decode_samples(server.base_url, server.model, "Say OK.", 1, 4, variants(1)[0])  # page in the weights
         fresh = f"Run {time.time_ns()}.\n{prompt}"
         started = time.monotonic()
-        decoded = decode_samples(server.base_url, server.model, fresh, args.samples, args.max_tokens, variant)
+        try:
+            decoded = decode_samples(server.base_url, server.model, fresh, args.samples, args.max_tokens, variant)
+        except httpx.HTTPError:
+            log(f"{variant.label}: the server failed; its log's tail:\n{server.log_tail(40)}")
+            raise
         wall = time.monotonic() - started
         prompt_tokens = prompt_tokens_of(server.base_url, server.model, fresh)
         rss = peak_rss_mb(server.process.pid)
