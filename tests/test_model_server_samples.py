@@ -35,7 +35,10 @@ REPRO = "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert a
 CALL_DELAY_S = 1.5
 
 
-def run(repo: Path, url: str, out: Path, limits: Limits = Limits(max_turns=40), **pipeline: Any) -> Attempt:
+DEFAULT_LIMITS = Limits(max_turns=40)
+
+
+def run(repo: Path, url: str, out: Path, limits: Limits = DEFAULT_LIMITS, **pipeline: Any) -> Attempt:
     options = {"one_shot": True, "edit_format": "rewrite", "reproduce": False, **pipeline}
     config = SolveConfig(
         "agentless", ModelConfig(url, "scripted"), limits, out, zero_pricer, pipeline=PipelineConfig(**options)
