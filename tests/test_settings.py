@@ -48,7 +48,7 @@ def test_default_then_file_then_c_then_flag(tmp_path: Path) -> None:
     config = write(tmp_path / "exp.toml", "samples = 5\ntop_k = 4\nrepair_turns = 6\nmax-turns = 12\n")
     got = shown("solve", "--config", str(config), "-c", "samples=2", "-c", "repair-turns=7", "--repair-turns", "9")
     where = f"config {config}"
-    assert got["concurrency"] == {"value": 0, "from": "default"}
+    assert got["concurrency"] == {"value": 1, "from": "default"}
     assert got["top_k"] == {"value": 4, "from": where}
     assert got["max_turns"] == {"value": 12, "from": where}
     assert got["samples"] == {"value": 2, "from": "-c"}
