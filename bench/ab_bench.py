@@ -683,6 +683,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--split", default="dev", choices=("all", *SPLITS), help="which tasks (default dev)")
     parser.add_argument("--model-size", default="1.5b")
+    parser.add_argument(
+        "--engine",
+        choices=("llama-cpp-python", "llama-server"),
+        help="the embedded model's server (default: data/local_model.toml); llama-server's labels get +llama-server-pN",
+    )
+    parser.add_argument(
+        "--parallel", type=int, help="llama-server's slots; the agentless samples run that many at once"
+    )
     parser.add_argument("--base-url", help="use a running server instead of starting the embedded model")
     parser.add_argument("--model", default="local", help="model name with --base-url")
     parser.add_argument("--max-turns", type=int, default=12)
@@ -727,6 +735,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+given-test")
     if args.label:
         variants, baseline = suffixed(variants, baseline, "+" + args.label)
+    variants, baseline = on_engine(args, variants, baseline)
     variants = [v for v in variants if re.search(args.variants, v.label)]
     order = [v.label for v in variants]
     path = results_path(args)
@@ -797,14 +806,32 @@ class endpoint:
     def __enter__(self) -> tuple[str, str]:
         if self.args.base_url:
             return str(self.args.base_url), str(self.args.model)
+        from snaffle.model.engines import engine_choice
         from snaffle.model.local import serve
 
-        server = serve(self.args.model_size, log=log)
+        engine = engine_choice(self.args.engine, self.args.parallel)
+        server = serve(self.args.model_size, log=log, engine=engine)
         self.stop = server.stop
         return server.base_url, server.model
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def on_engine(args: argparse.Namespace, variants: list[Variant], baseline: str) -> tuple[list[Variant], str]:
+    """On llama-server with N slots the samples run N at once (told: the replay proxy hides the server's /props),
+    and the labels say so."""
+    if args.base_url or args.engine != "llama-server":
+        return variants, baseline
+    from snaffle.exceptions import UserError
+    from snaffle.model.engines import engine_choice
+
+    try:
+        slots = engine_choice(args.engine, args.parallel).parallel
+    except UserError as exc:
+        raise SystemExit(str(exc)) from None
+    variants = [replace(v, pipeline=replace(v.pipeline, concurrency=slots)) for v in variants]
+    return suffixed(variants, baseline, f"+llama-server-p{slots}")
 
 
 def suffixed(variants: Sequence[Variant], baseline: str, suffix: str) -> tuple[list[Variant], str]:

@@ -293,6 +293,7 @@ def metered(config: SolveConfig, task: Task, args: argparse.Namespace, pricing: 
     from snaffle.run import LEDGER_FILE
     from snaffle.shim.server import ShimConfig, start_shim
 
+    config = with_endpoint_slots(config)
     if args.no_shim:
         yield config
         return
@@ -309,6 +310,17 @@ def metered(config: SolveConfig, task: Task, args: argparse.Namespace, pricing: 
     )
     with start_shim(shim_config, pricing) as handle:
         yield _through(config, handle.base_url_for(run, instance), handle.ledger_url(run, instance))
+
+
+def with_endpoint_slots(config: SolveConfig) -> SolveConfig:
+    """`--concurrency 0`: the endpoint's slots, asked of the endpoint itself (the shim does not pass its /props)."""
+    from snaffle.model.engines import sample_workers
+
+    pipeline = config.pipeline
+    if pipeline.concurrency:
+        return config
+    workers = sample_workers(0, pipeline.samples, config.model.base_url)
+    return replace(config, pipeline=replace(pipeline, concurrency=workers))
 
 
 def _through(config: SolveConfig, base_url: str, ledger_url: str) -> SolveConfig:

