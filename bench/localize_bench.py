@@ -30,7 +30,19 @@ from typing import Any
 
 import bm25s
 import numpy as np
-from localize_fit import METRICS, UNFIT, fit, hits, instance, leave_one_repo_out, neutral, rates, start
+from localize_fit import (
+    METRICS,
+    PRIORS_OFF,
+    SHARES,
+    UNFIT,
+    fit,
+    hits,
+    instance,
+    leave_one_repo_out,
+    neutral,
+    rates,
+    start,
+)
 
 from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
@@ -100,12 +112,14 @@ def parse_args() -> argparse.Namespace:
 
 @functools.cache
 def fingerprint() -> str:
-    """What a cached record depends on: the localizer's and the index's code, and the signal-level constants."""
+    """What a cached record depends on: the localizer's and the index's code, and the signal-level constants (not
+    the weights, nor the shares and priors that act only when ranking)."""
     package = Path(__file__).resolve().parents[1] / "snaffle"
     digest = hashlib.sha1()
     for path in sorted([*(package / "agentless").glob("*.py"), *(package / "index").glob("*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     tables = tomllib.loads((package / "data" / "localize.toml").read_text(encoding="utf-8"))
+    tables["tuning"] = {k: v for k, v in tables["tuning"].items() if k not in SHARES}
     digest.update(json.dumps({k: v for k, v in tables.items() if k != "weights"}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -246,6 +260,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
         "cold_seconds": cold,
         "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
         "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
+        "classes": sorted({e.selector for s in signals.entity.values() for e in s if e.kind == "class"}),
         **executed,
     }
     if args.cache is not None:
@@ -384,15 +399,17 @@ def print_folds(cases: list[Any], full: Row) -> None:
 
 
 def print_ablations(cases: list[Any], initial: dict[str, float], full: Row) -> None:
-    """Per signal, leave-one-repo-out with it held at 0; a signal no fold turned on is not refit."""
+    """Per signal, leave-one-repo-out with it held at 0 (a prior: at its off value); a signal no fold turned on is
+    not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = full["rates"]
-    for signal in (s for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT):
-        if all(fold[signal] == 0 for fold in full["fitted"].values()):
-            print(f"| {signal} | (0 in every fold) | | | +0.0 | +0.0 | +0.0 |")
+    off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
+    for signal, value in off.items():
+        if all(fold[signal] == value for fold in full["fitted"].values()):
+            print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
-        ablated = leave_one_repo_out(cases, {**initial, signal: 0.0}, frozen=(signal,))["rates"]
+        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=(signal,))["rates"]
         deltas = " | ".join(f"{ablated[m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
         figures = " | ".join(f"{ablated[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
         print(f"| {signal} | {figures} | {deltas} |", flush=True)
