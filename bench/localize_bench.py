@@ -107,6 +107,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
+    parser.add_argument(
+        "--skip", type=lambda text: text.split(","), default=[], help="signals not computed for the fit (a,b)"
+    )
     return parser.parse_args()
 
 
@@ -231,7 +234,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     started = time.monotonic()
     result = localizer.localize(issue, top=10)
     elapsed = time.monotonic() - started
-    signals = localizer.signals(parse_issue(issue), every=True)
+    signals = localizer.signals(parse_issue(issue), every=True, skip=args.skip)
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()

@@ -253,10 +253,13 @@ class Localizer:
         files, entities = rank(found, self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
-    def signals(self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False) -> Signals:
+    def signals(
+        self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False, skip: Iterable[str] = ()
+    ) -> Signals:
         """Every weighted scorer's output for one issue (a scorer weighted 0 is not run, unless `every`: the
-        bench fits weights to all of them)."""
-        run = _always if every else self._weighted
+        bench fits weights to all of them but those it `skip`s)."""
+        skipped = frozenset(skip)
+        run = partial(_unless, skipped) if every else self._weighted
         file = {
             "path_mention": (mentioned := self.path_mention(facts)),
             "test_import": self.test_import(facts),
@@ -631,8 +634,8 @@ def _raised(source: str, offset: int) -> bool:
     return any(marker in window for marker in RAISE_MARKERS)
 
 
-def _always(_signal: str) -> bool:
-    return True
+def _unless(skipped: frozenset[str], signal: str) -> bool:
+    return signal not in skipped
 
 
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
