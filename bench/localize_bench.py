@@ -46,7 +46,7 @@ from localize_fit import (
 
 from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights, is_peripheral
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Localizer, Weights, is_peripheral
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
@@ -263,7 +263,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
         "cold_seconds": cold,
         "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
         "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
-        "classes": sorted({e.selector for s in signals.entity.values() for e in s if e.kind == "class"}),
+        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
         **executed,
     }
     if args.cache is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from snaffle.agentless.issue_text import parse_issue
-from snaffle.agentless.localize import Localizer, Weights, is_peripheral, rank
+from snaffle.agentless.localize import KIND_PRIORS, Localizer, Weights, is_peripheral, rank
 from snaffle.index.repo import RepoIndex
 from tests.helpers import make_repo
 from tests.test_localize_graph import FILES
@@ -49,7 +49,7 @@ def records(
                 "repo": "acme/web" if number % 2 else "acme/other",
                 "entity_signals": {n: {e.selector: v for e, v in s.items()} for n, s in signals.entity.items()},
                 "file_signals": {n: dict(s) for n, s in signals.file.items()},
-                "classes": sorted({e.selector for s in signals.entity.values() for e in s if e.kind == "class"}),
+                "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
                 "gold_files": [gold_file],
                 "gold_entities": [gold_entity],
             }
@@ -59,7 +59,7 @@ def records(
 
 def weights_of(params: dict[str, float]) -> Weights:
     packaged = Weights.load()
-    shares = {n: params[n] for n in ("entity_to_file", "file_to_entity", "peripheral_prior", "class_prior")}
+    shares = {n: params[n] for n in ("entity_to_file", "file_to_entity", "peripheral_prior", *KIND_PRIORS.values())}
     table = MappingProxyType({n: params[n] for n in packaged.weights})
     return replace(packaged, weights=table, tuning=replace(packaged.tuning, **shares))
 
@@ -72,7 +72,7 @@ def weights_of(params: dict[str, float]) -> Weights:
         {"traceback": 0.0, "raises": 3.0, "file_to_entity": 1.0},
         {"identifier": 0.0, "qualified": 2.0, "test_callee": 1.5, "entity_to_file": 0.0},
         {"own_name": 1.0, "param_name": 2.0, "named_member": 1.5, "class_prior": 0.25},
-        {"bm25": 0.0, "own_name": 2.0, "class_prior": 0.0},
+        {"bm25": 0.0, "own_name": 2.0, "class_prior": 0.0, "function_prior": 0.5},
     ),
 )
 def test_the_matrix_ranking_is_rank(tmp_path: Path, fitting: ModuleType, changes: dict[str, float]) -> None:

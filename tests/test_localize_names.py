@@ -112,3 +112,14 @@ def test_the_class_prior_lets_a_method_outrank_its_class(localizer: Localizer) -
     assert [e.selector for e in ranked] == [write.selector, writer.selector]
     assert ranked[1].score == pytest.approx(0.5 * (1.0 + packaged.tuning.file_to_entity * files[0][1]))
     assert files == rank(signals, neutral, 5)[0]  # the prior ranks entities; the files keep their scores
+
+
+def test_the_function_prior_scales_functions_and_leaves_methods(localizer: Localizer) -> None:
+    entities = {e.selector: e for e in localizer.index.all_entities()}
+    convert, write = entities["tables/units.py::convert"], entities["tables/html.py::HtmlWriter.write"]
+    signals = Signals({"bm25": {convert: 1.0, write: 0.8}}, {})
+    packaged = Weights.load()
+    only = {**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), "bm25": 1.0}
+    tuning = replace(packaged.tuning, class_prior=1.0, function_prior=0.5, file_to_entity=0.0)
+    ranked = rank(signals, replace(packaged, weights=only, tuning=tuning), 5)[1]
+    assert [(e.selector, e.score) for e in ranked] == [(write.selector, 0.8), (convert.selector, 0.5)]

@@ -114,6 +114,8 @@ ENTITY_SIGNALS = (
     "sbfl",
     *EXECUTION_SIGNALS,
 )
+KIND_PRIORS = MappingProxyType({"class": "class_prior", "function": "function_prior"})
+"""Entity kinds whose ranking score a [tuning] prior scales (methods, the commonest home of a fix, are the unit)."""
 FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported")
 WEIGHTS_FILE = "localize.toml"
 
@@ -130,6 +132,7 @@ class Tuning:
     file_to_entity: float
     peripheral_prior: float
     class_prior: float
+    function_prior: float
 
 
 @dataclass(frozen=True)
@@ -691,8 +694,8 @@ def rank(
 ) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
     best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
-    (docs, examples, scripts, setup.py) are scaled down, and so are classes among the entities (a fix mostly lives
-    in one of their methods). Modules are ranked as files, not as entities."""
+    (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
+    their kind's prior. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
     evidence, fired = _evidence(signals.entity, weights.weights)
     best: FileScores = defaultdict(float)
@@ -731,8 +734,9 @@ def _prior(path: str, tuning: Tuning) -> float:
 
 
 def _entity_prior(entity: Entity, tuning: Tuning) -> float:
-    """An entity's prior: its file's, and `class_prior` more for a class."""
-    return _prior(entity.path, tuning) * (tuning.class_prior if entity.kind == "class" else 1.0)
+    """An entity's prior: its file's, times its kind's (`KIND_PRIORS`; a method's is 1)."""
+    prior = KIND_PRIORS.get(entity.kind)
+    return _prior(entity.path, tuning) * (float(getattr(tuning, prior)) if prior else 1.0)
 
 
 def is_peripheral(path: str) -> bool:
