@@ -34,11 +34,23 @@ from typing import Any
 
 import bm25s
 import numpy as np
-from localize_fit import METRICS, UNFIT, fit, hits, instance, leave_one_repo_out, neutral, rates, start
+from localize_fit import (
+    METRICS,
+    PRIORS_OFF,
+    SHARES,
+    UNFIT,
+    fit,
+    hits,
+    instance,
+    leave_one_repo_out,
+    neutral,
+    rates,
+    start,
+)
 
 from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights, is_peripheral
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Localizer, Weights, is_peripheral
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
@@ -101,17 +113,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     parser.add_argument("--cold-workers", type=int, default=1, help="parse processes of the cold index (0: auto)")
+    parser.add_argument(
+        "--skip", type=lambda text: text.split(","), default=[], help="signals not computed for the fit (a,b)"
+    )
     return parser.parse_args()
 
 
 @functools.cache
 def fingerprint() -> str:
-    """What a cached record depends on: the localizer's and the index's code, and the signal-level constants."""
+    """What a cached record depends on: the localizer's and the index's code, and the signal-level constants (not
+    the weights, nor the shares and priors that act only when ranking)."""
     package = Path(__file__).resolve().parents[1] / "snaffle"
     digest = hashlib.sha1()
     for path in sorted([*(package / "agentless").glob("*.py"), *(package / "index").glob("*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     tables = tomllib.loads((package / "data" / "localize.toml").read_text(encoding="utf-8"))
+    tables["tuning"] = {k: v for k, v in tables["tuning"].items() if k not in SHARES}
     digest.update(json.dumps({k: v for k, v in tables.items() if k != "weights"}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -226,7 +243,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     started, started_cpu = time.monotonic(), time.process_time()
     result = localizer.localize(issue, top=10)
     elapsed, elapsed_cpu = time.monotonic() - started, time.process_time() - started_cpu
-    signals = localizer.signals(parse_issue(issue), every=True)
+    signals = localizer.signals(parse_issue(issue), every=True, skip=args.skip)
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()
@@ -259,6 +276,7 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
         "warm_cpu_seconds": indexed_cpu + elapsed_cpu,
         "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
         "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
+        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
         **executed,
     }
     if args.cache is not None:
@@ -440,15 +458,17 @@ def print_folds(cases: list[Any], full: Row) -> None:
 
 
 def print_ablations(cases: list[Any], initial: dict[str, float], full: Row) -> None:
-    """Per signal, leave-one-repo-out with it held at 0; a signal no fold turned on is not refit."""
+    """Per signal, leave-one-repo-out with it held at 0 (a prior: at its off value); a signal no fold turned on is
+    not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = full["rates"]
-    for signal in (s for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT):
-        if all(fold[signal] == 0 for fold in full["fitted"].values()):
-            print(f"| {signal} | (0 in every fold) | | | +0.0 | +0.0 | +0.0 |")
+    off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
+    for signal, value in off.items():
+        if all(fold[signal] == value for fold in full["fitted"].values()):
+            print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
-        ablated = leave_one_repo_out(cases, {**initial, signal: 0.0}, frozen=(signal,))["rates"]
+        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=(signal,))["rates"]
         deltas = " | ".join(f"{ablated[m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
         figures = " | ".join(f"{ablated[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
         print(f"| {signal} | {figures} | {deltas} |", flush=True)

@@ -16,10 +16,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Weights
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Weights
 
-SHARES = ("entity_to_file", "file_to_entity", "peripheral_prior")
-"""The [tuning] constants that act in `rank` (the others shape the signals themselves)."""
+NEUTRAL_SHARES = {
+    "entity_to_file": 0.5,
+    "file_to_entity": 0.5,
+    "peripheral_prior": 0.5,
+    **dict.fromkeys(KIND_PRIORS.values(), 1.0),
+}
+"""The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
+SHARES = tuple(NEUTRAL_SHARES)
+PRIORS_OFF = dict.fromkeys(KIND_PRIORS.values(), 1.0)
+"""The value that switches a prior off (for its ablation row)."""
 UNFIT = frozenset({"sbfl", "raised", "executed"})
 """Signals the dev-set bench has no values for (SBFL needs a failing test run; the execution signals need the
 issue's snippets run in each instance's environment: `--execute` measures them apart)."""
@@ -43,6 +51,8 @@ class Instance:
     entity_order: Array
     """each entity's rank by selector (the tie-break of `rank`)"""
     gold_entity: Array
+    kind_masks: tuple[tuple[str, Array], ...]
+    """per prior of `KIND_PRIORS`, which entities are of its kind"""
     file: Array
     """files x FILE_SIGNALS"""
     peripheral: Array
@@ -55,6 +65,7 @@ def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
     """The matrices of one cached bench record; `peripheral(path)` is the localizer's own test."""
     entity_signals: Mapping[str, Mapping[str, float]] = record["entity_signals"]
     file_signals: Mapping[str, Mapping[str, float]] = record["file_signals"]
+    kinds: Mapping[str, str] = record.get("kinds", {})
     selectors = sorted({s for scores in entity_signals.values() for s, v in scores.items() if v > 0 and "::" in s})
     paths = sorted({s.split("::")[0] for s in selectors} | {p for scores in file_signals.values() for p in scores})
     file_number = {p: i for i, p in enumerate(paths)}
@@ -75,6 +86,10 @@ def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
         entity_file=np.array([file_number[s.split("::")[0]] for s in selectors], dtype=np.int64),
         entity_order=np.arange(len(selectors)),
         gold_entity=np.array([s in record["gold_entities"] for s in selectors], dtype=bool),
+        kind_masks=tuple(
+            (prior, np.array([kinds.get(s) == kind for s in selectors], dtype=bool))
+            for kind, prior in KIND_PRIORS.items()
+        ),
         file=file,
         peripheral=np.array([bool(peripheral(p)) for p in paths], dtype=bool),
         file_order=np.arange(len(paths)),
@@ -93,6 +108,8 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     prior = np.where(case.peripheral, params["peripheral_prior"], 1.0)
     files = (case.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
     totals = (evidence + params["file_to_entity"] * files[case.entity_file]) * prior[case.entity_file]
+    for prior, mask in case.kind_masks:
+        totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
@@ -128,9 +145,9 @@ def start(weights: Weights) -> Params:
 
 
 def neutral(packaged: Params) -> Params:
-    """Where every fit starts: each fittable weight 1 and each share 0.5 (unfit signals keep their weight), so
-    no fold starts from weights once tuned on the repository it holds out."""
-    return {n: packaged[n] if n in UNFIT else (0.5 if n in SHARES else 1.0) for n in packaged}
+    """Where every fit starts: each fittable weight 1 and each share its `NEUTRAL_SHARES` value (unfit signals
+    keep their weight), so no fold starts from weights once tuned on the repository it holds out."""
+    return {n: packaged[n] if n in UNFIT else NEUTRAL_SHARES.get(n, 1.0) for n in packaged}
 
 
 def fit(cases: Sequence[Instance], initial: Params, frozen: Iterable[str] = ()) -> Params:

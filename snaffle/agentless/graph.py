@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from snaffle.agentless.documents import FileDocuments
 from snaffle.index.parse import Entity
 
+Array = npt.NDArray[np.float64] | npt.NDArray[np.int64]
 DEFINITION_KINDS = frozenset({"function", "method", "class"})
 DAMPING = 0.85
 """The share of rank that follows an edge; the rest returns to the seeds (the entities the issue names)."""
@@ -67,41 +71,50 @@ class RefGraph:
 
 def pagerank(graph: RefGraph, seeds: Mapping[Entity, float]) -> dict[Entity, float]:
     """Personalized PageRank over the seeds' neighbourhood (edges both ways), restarting at the seeds in
-    proportion to their scores; normalized to the best node outside the seeds, which score 1."""
+    proportion to their scores; normalized to the best node outside the seeds, which score 1. Rank that reaches
+    a node without edges out is dropped, not spread. Computed over node numbers (hashing entities is slow)."""
     total = sum(seeds.values())
     if total <= 0:
         return {}
-    restart = {e: v / total for e, v in seeds.items()}
-    edges = _neighbourhood(graph, list(restart))
-    rank = dict(restart)
+    nodes, source, target, weight = _neighbourhood(graph, list(seeds))
+    restart = np.zeros(len(nodes))
+    number = {node: i for i, node in enumerate(nodes)}
+    for seed, value in seeds.items():
+        restart[number[seed]] += value / total
+    spread = np.bincount(source, weights=weight, minlength=len(nodes))
+    share = weight / np.where(spread > 0, spread, 1.0)[source]
+    rank = restart.copy()
     for _ in range(ITERATIONS):
-        step: dict[Entity, float] = defaultdict(float)
-        for node, value in rank.items():
-            out = edges.get(node, [])
-            spread = sum(w for _, w in out)
-            for target, weight in out if spread > 0 else ():
-                step[target] += DAMPING * value * weight / spread
-        for node, value in restart.items():
-            step[node] += (1 - DAMPING) * value
-        rank = dict(step)
-    others = [v for e, v in rank.items() if e not in restart]
-    best = max(others, default=0.0)
+        rank = (
+            DAMPING * np.bincount(target, weights=rank[source] * share, minlength=len(nodes)) + (1 - DAMPING) * restart
+        )
+    seeded = restart > 0
+    best = float(rank[~seeded].max(initial=0.0))
     if best <= 0:
         return {}
-    return {e: 1.0 if e in restart else min(1.0, v / best) for e, v in rank.items()}
+    return {n: 1.0 if seeded[i] else min(1.0, float(rank[i]) / best) for i, n in enumerate(nodes) if rank[i] > 0}
 
 
-def _neighbourhood(graph: RefGraph, seeds: list[Entity]) -> dict[Entity, list[tuple[Entity, float]]]:
-    """Edges of the nodes within two hops of the seeds (at most `NEIGHBOURHOOD_CAP` nodes), kept inside."""
-    order = list(dict.fromkeys(seeds))
-    known = set(order)
-    frontier = order
+def _neighbourhood(graph: RefGraph, seeds: list[Entity]) -> tuple[list[Entity], Array, Array, Array]:
+    """The nodes within two hops of the seeds (at most `NEIGHBOURHOOD_CAP`, seeds first), and the edges among
+    them as arrays of source and target node numbers and weights."""
+    number = {node: i for i, node in enumerate(dict.fromkeys(seeds))}
+    out: dict[Entity, list[tuple[Entity, float]]] = {}
+    frontier = list(number)
     for _ in range(2):
         reached: list[Entity] = []
         for node in frontier:
-            for target, _ in graph.neighbours(node):
-                if target not in known and len(known) < NEIGHBOURHOOD_CAP:
-                    known.add(target)
-                    reached.append(target)
+            out[node] = graph.neighbours(node)
+            for found, _ in out[node]:
+                if found not in number and len(number) < NEIGHBOURHOOD_CAP:
+                    number[found] = len(number)
+                    reached.append(found)
         frontier = reached
-    return {node: [(t, w) for t, w in graph.neighbours(node) if t in known] for node in known}
+    edges = [
+        (i, j, w)
+        for node, i in number.items()
+        for found, w in (out[node] if node in out else graph.neighbours(node))
+        if (j := number.get(found)) is not None
+    ]
+    columns = np.array(edges, dtype=np.float64).reshape(-1, 3)
+    return list(number), columns[:, 0].astype(np.int64), columns[:, 1].astype(np.int64), columns[:, 2]

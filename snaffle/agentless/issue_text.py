@@ -26,6 +26,10 @@ IMPORT_RE = re.compile(
 ASSIGNED_RE = re.compile(
     r"^[ \t]*(?:>>>[ \t]*)?(?P<names>[A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*=(?!=)", re.MULTILINE
 )
+BOUND_RE = re.compile(
+    r"^[ \t]*(?:>>>[ \t]*)?(?P<name>[A-Za-z_]\w*)[ \t]*=[ \t]*(?P<call>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\(", re.MULTILINE
+)
+"""`s = requests.Session()`: the reporter's variable and the callable that built it (often a class)."""
 HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 VERSION_LINE_RE = re.compile(
     r"^[ \t>*-]*[\w.-]+[ \t]*(?::|==|>=|~=)[ \t]*(?:None|unknown|v?\d[\w.+-]*)\b.*\n?", re.MULTILINE | re.IGNORECASE
@@ -72,11 +76,13 @@ class IssueFacts:
     frames: tuple[Frame, ...]
     words: tuple[str, ...]
     quotes: tuple[str, ...] = ()
+    """Verbatim text worth finding in the source: fixed parts of error messages, and lines of code."""
     imports: tuple[tuple[str, str], ...] = ()
     """(local name, module or module.name) bound by the import statements of the issue's code."""
     assigned: tuple[str, ...] = ()
     """Names the issue's code assigns: the reporter's variables, not the library's."""
-    """Verbatim text worth finding in the source: fixed parts of error messages, and lines of code."""
+    bound: tuple[tuple[str, str], ...] = ()
+    """(variable, the last name of the callable whose call the issue's code assigned to it): `a = FiniteSet(1)`."""
 
 
 def parse_issue(text: str) -> IssueFacts:
@@ -98,6 +104,9 @@ def parse_issue(text: str) -> IssueFacts:
         quotes=quotes(text, spans),
         imports=tuple((name, module) for span in spans for name, module in imports(span)),
         assigned=_unique(n.strip() for s in spans for m in ASSIGNED_RE.finditer(s) for n in m["names"].split(",")),
+        bound=tuple(
+            dict.fromkeys((m["name"], m["call"].rsplit(".", 1)[-1]) for s in spans for m in BOUND_RE.finditer(s))
+        ),
     )
 
 

@@ -14,7 +14,7 @@ import math
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +26,7 @@ import numpy as np
 from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.graph import RefGraph, pagerank
-from snaffle.agentless.issue_text import Frame, IssueFacts, parse_issue, tokenize
+from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
@@ -50,6 +50,9 @@ PAGERANK_SEEDS = 10
 """The named entities the PageRank restarts at."""
 FRAME_NAME_MISS = 0.5
 """A frame whose function is not defined in its file counts this much at the entity of its line."""
+OWN_NAME_FILES = 10
+"""The files (ranked by their file-level signals) whose entities the own-name and parameter signals look at."""
+SELF_NAMES = frozenset({"self", "cls", "args", "kwargs"})
 RAISE_WINDOW = 3
 """Lines before a quoted message within which a `raise` or warning makes it the raised text."""
 RAISE_MARKERS = ("raise ", "warn(", "warnings.warn", "Error(", "Exception(")
@@ -105,9 +108,14 @@ ENTITY_SIGNALS = (
     "caller",
     "pagerank",
     "test_callee",
+    "named_member",
+    "own_name",
+    "param_name",
     "sbfl",
     *EXECUTION_SIGNALS,
 )
+KIND_PRIORS = MappingProxyType({"class": "class_prior", "function": "function_prior"})
+"""Entity kinds whose ranking score a [tuning] prior scales (methods, the commonest home of a fix, are the unit)."""
 FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported")
 WEIGHTS_FILE = "localize.toml"
 
@@ -123,6 +131,8 @@ class Tuning:
     entity_to_file: float
     file_to_entity: float
     peripheral_prior: float
+    class_prior: float
+    function_prior: float
 
 
 @dataclass(frozen=True)
@@ -246,10 +256,18 @@ class Localizer:
         files, entities = rank(found, self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
-    def signals(self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False) -> Signals:
+    def signals(
+        self, facts: IssueFacts, sbfl: Scores | None = None, every: bool = False, skip: Iterable[str] = ()
+    ) -> Signals:
         """Every weighted scorer's output for one issue (a scorer weighted 0 is not run, unless `every`: the
-        bench fits weights to all of them)."""
-        run = _always if every else self._weighted
+        bench fits weights to all of them but those it `skip`s)."""
+        skipped = frozenset(skip)
+        run = partial(_unless, skipped) if every else self._weighted
+        file = {
+            "path_mention": (mentioned := self.path_mention(facts)),
+            "test_import": self.test_import(facts),
+            "bm25_file": self.bm25_file(facts),
+        }
         entity = {
             "traceback": self.traceback(facts),
             "identifier": (identified := self.identifier(facts)),
@@ -257,28 +275,33 @@ class Localizer:
             "quote": self.quote(facts) if run("quote") else {},
             "sbfl": sbfl or {},
         }
-        if run("qualified"):
-            entity["qualified"] = self.qualified(facts)
-        if run("raises"):
-            entity["raises"] = self.raises(facts)
-        if run("member"):
-            entity["member"] = self.member(identified)
-        if run("callee"):
-            entity["callee"] = self.callee(identified)
-        if run("caller"):
-            entity["caller"] = self.caller(identified)
-        if run("pagerank"):
-            entity["pagerank"] = self.pagerank({**identified, **entity["traceback"]})
-        if run("test_callee"):
-            entity["test_callee"] = self.test_callee(facts)
-        file = {
-            "path_mention": (mentioned := self.path_mention(facts)),
-            "test_import": self.test_import(facts),
-            "bm25_file": self.bm25_file(facts),
-        }
+        entity.update(self._optional(facts, entity, file, run))
         if run("imported"):
             file["imported"] = self.imported(mentioned, {**identified, **entity["traceback"]})
         return Signals(entity, file)
+
+    def _optional(
+        self,
+        facts: IssueFacts,
+        found: Mapping[str, Scores],
+        files: Mapping[str, FileScores],
+        run: Callable[[str], bool],
+    ) -> dict[str, Scores]:
+        """The entity scorers a weight of 0 switches off (they are not run then)."""
+        named = found["identifier"]
+        scorers: dict[str, Callable[[], Scores]] = {
+            "qualified": lambda: self.qualified(facts),
+            "raises": lambda: self.raises(facts),
+            "member": lambda: self.member(named),
+            "callee": lambda: self.callee(named),
+            "caller": lambda: self.caller(named),
+            "pagerank": lambda: self.pagerank({**named, **found["traceback"]}),
+            "test_callee": lambda: self.test_callee(facts),
+            "named_member": lambda: self.named_member(facts),
+            "own_name": lambda: self.own_name(facts, files),
+            "param_name": lambda: self.param_name(facts, files),
+        }
+        return {name: scorer() for name, scorer in scorers.items() if run(name)}
 
     def _weighted(self, signal: str) -> bool:
         return self.weights.weights[signal] > 0
@@ -380,6 +403,56 @@ class Localizer:
         """Local names bound to modules outside the repository, and the reporter's assigned variables."""
         foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
         return foreign | set(facts.assigned)
+
+    def named_member(self, facts: IssueFacts) -> Scores:
+        """Methods the issue names with their class: `obj.meth` on an `obj = Class(...)` of its code (1), or a
+        method name beside its class's name anywhere in the issue (shared out over all such pairs)."""
+        identifiers = [i for i in (*facts.code_identifiers, *facts.prose_identifiers) if not i.startswith("_")]
+        names = {i.rsplit(".", 1)[-1] for i in identifiers}
+        bound = dict(facts.bound)
+        resolved = {(bound[p[-2]], p[-1]) for i in identifiers if len(p := i.split(".")) >= 2 and p[-2] in bound}
+        scores: Scores = {}
+        mentioned: list[Entity] = []
+        for owner in (e for n in names for e in self.tables.by_name.get(n, []) if e.kind == "class"):
+            for method in self.tables.members.get(owner, []):
+                if (owner.name, method.name) in resolved:
+                    scores[method] = 1.0
+                elif method.name in names:
+                    mentioned.append(method)
+        for method in mentioned:
+            scores[method] = max(scores.get(method, 0.0), 1.0 / math.sqrt(len(mentioned)))
+        return scores
+
+    def own_name(self, facts: IssueFacts, files: Mapping[str, FileScores]) -> Scores:
+        """Within the files the file-level signals rank first, entities whose own name the issue's words spell:
+        the share of the name's word pieces among them (`write` 1, `build_digest_header` 1/4 for `digest`)."""
+        words = set(facts.words)
+        found: Scores = {}
+        for entity in self._pointed_entities(files):
+            pieces = identifier_pieces(entity.name)
+            if share := sum(piece in words for piece in pieces) / max(1, len(pieces)):
+                found[entity] = share
+        return found
+
+    def param_name(self, facts: IssueFacts, files: Mapping[str, FileScores]) -> Scores:
+        """Within the files the file-level signals rank first, functions with a parameter the issue names (the
+        `formats` argument): 1/2 for one such name, 3/4 for two, and so on."""
+        names = {i.rsplit(".", 1)[-1] for i in (*facts.code_identifiers, *facts.prose_identifiers)} - SELF_NAMES
+        found: Scores = {}
+        for entity in (e for e in self._pointed_entities(files) if e.kind in ("function", "method")):
+            parameters = set(IDENTIFIER_RE.findall(entity.signature.partition("(")[2])) - {entity.name}
+            if matched := len(parameters & names):
+                found[entity] = 1.0 - 0.5**matched
+        return found
+
+    def _pointed_entities(self, files: Mapping[str, FileScores]) -> list[Entity]:
+        """The entities of the `OWN_NAME_FILES` non-test files with the highest sum of file-level signals."""
+        totals: FileScores = defaultdict(float)
+        for scores in files.values():
+            for path, value in scores.items():
+                totals[path] += value
+        pointed = sorted((p for p in totals if not is_test_file(p)), key=lambda p: (-totals[p], p))[:OWN_NAME_FILES]
+        return [e for p in pointed for e in self.index.entities(p) if e.qualname]
 
     def member(self, identified: Scores) -> Scores:
         """Methods of the classes the issue names: a class's identifier score, spread over its methods."""
@@ -564,8 +637,8 @@ def _raised(source: str, offset: int) -> bool:
     return any(marker in window for marker in RAISE_MARKERS)
 
 
-def _always(_signal: str) -> bool:
-    return True
+def _unless(skipped: frozenset[str], signal: str) -> bool:
+    return signal not in skipped
 
 
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
@@ -621,7 +694,8 @@ def rank(
 ) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
     best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
-    (docs, examples, scripts, setup.py) are scaled down. Modules are ranked as files, not as entities."""
+    (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
+    their kind's prior. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
     evidence, fired = _evidence(signals.entity, weights.weights)
     best: FileScores = defaultdict(float)
@@ -632,7 +706,7 @@ def rank(
     files = {
         p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * _prior(p, tuning) for p in {*best, *file_level}
     }
-    totals = {e: (v + file_share * files.get(e.path, 0.0)) * _prior(e.path, tuning) for e, v in evidence.items()}
+    totals = {e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning) for e, v in evidence.items()}
     ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
     ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
     entities = tuple(RankedEntity(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
@@ -657,6 +731,12 @@ def _evidence(
 def _prior(path: str, tuning: Tuning) -> float:
     """How likely a file is to need the fix before reading the issue: peripheral files much less."""
     return tuning.peripheral_prior if is_peripheral(path) else 1.0
+
+
+def _entity_prior(entity: Entity, tuning: Tuning) -> float:
+    """An entity's prior: its file's, times its kind's (`KIND_PRIORS`; a method's is 1)."""
+    prior = KIND_PRIORS.get(entity.kind)
+    return _prior(entity.path, tuning) * (float(getattr(tuning, prior)) if prior else 1.0)
 
 
 def is_peripheral(path: str) -> bool:
