@@ -171,13 +171,7 @@ def test_a_snippet_made_test_fails_on_the_original_and_passes_on_the_fix(
 ) -> None:
     test = facts.snippet_test(facts.gather(RAISING_ISSUE, shelf_repo, sandbox, FAST))
     assert test is not None
-    path = sandbox.scratch / "repro" / "test_snippet_made.py"
-    path.parent.mkdir(parents=True)
-    path.write_text(test)
-    before = run_tests(Workspace.open(shelf_repo), sandbox, [], [str(path)])
-    assert before.ran and before.failed and not before.errored
-    after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
-    assert after.passed and not after.failed
+    assert_fails_before_and_passes_after_the_fix(test, shelf_repo, sandbox, tmp_path)
 
 
 def test_a_snippet_that_only_fails_to_import_a_dependency_is_not_a_reproduction(
@@ -393,13 +387,7 @@ def test_a_snippet_made_test_carries_the_added_import_and_the_reproduction_promp
     test = facts.snippet_test(found)
     assert test is not None and "    import shelf\n    s = shelf.Shelf()" in test
     assert "```python\nimport shelf\ns = shelf.Shelf()" in facts.observed_text(found)
-    path = sandbox.scratch / "repro" / "test_snippet_made.py"
-    path.parent.mkdir(parents=True)
-    path.write_text(test)
-    before = run_tests(Workspace.open(shelf_repo), sandbox, [], [str(path)])
-    assert before.ran and before.failed and not before.errored
-    after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
-    assert after.passed and not after.failed
+    assert_fails_before_and_passes_after_the_fix(test, shelf_repo, sandbox, tmp_path)
 
 
 def test_trace_show_says_which_imports_a_snippet_was_given(shelf_repo: Path, sandbox: Sandbox) -> None:
@@ -431,3 +419,14 @@ def test_a_session_line_echoes_its_value_as_the_repl_would_and_the_shown_output_
     (run,) = facts.gather(issue, shelf_repo, sandbox, FAST).runs
     assert run.seen.values[3:] == ("3", "['a']", None) and run.reason == ""
     assert run.shown_reproduced is True
+
+
+def assert_fails_before_and_passes_after_the_fix(test: str, shelf_repo: Path, sandbox: Sandbox, tmp_path: Path) -> None:
+    """The snippet-made test, run by real pytest in the sandbox: a true oracle of the planted frozen-key bug."""
+    path = sandbox.scratch / "repro" / "test_snippet_made.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(test)
+    before = run_tests(Workspace.open(shelf_repo), sandbox, [], [str(path)])
+    assert before.ran and before.failed and not before.errored
+    after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
+    assert after.passed and not after.failed

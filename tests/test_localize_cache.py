@@ -17,18 +17,12 @@ from snaffle.agentless.issue_text import parse_issue
 from snaffle.agentless.localize import Localizer, Weights
 from snaffle.index.repo import RepoIndex
 from tests.helpers import git, make_repo
+from tests.test_localize import FILES
 
 FIRST: dict[str, str | bytes] = {
-    "shop/__init__.py": "",
-    "shop/cart.py": (
-        "class Cart:\n    def __init__(self):\n        self.items = []\n\n"
-        "    def add_item(self, item, qty=1):\n        self.items.append((item, qty))\n\n"
-        "    def total(self):\n        return sum(price(i) * q for i, q in self.items)\n"
-    ),
-    "shop/pricing.py": (
-        "def price(item):\n    return item.base * discount_rate(item)\n\n\ndef discount_rate(item):\n"
-        "    if item.code is None:\n        raise ValueError('no discount code for the winter season')\n"
-        "    return 0.9\n"
+    **{name: FILES[name] for name in ("shop/__init__.py", "shop/cart.py")},
+    "shop/pricing.py": str(FILES["shop/pricing.py"]).replace(
+        "f'no discount code on {item} for", "'no discount code for"
     ),
     "shop/shipping.py": "WEIGHT_LIMIT = 30\n\n\ndef shipping_cost(weight):\n    return 5 + weight // 10\n",
     "shop/legacy.py": "def old_total(cart):\n    return cart.total() * 1.2\n",

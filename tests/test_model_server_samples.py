@@ -20,16 +20,9 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Event, Limits, Task, Usage
 from tests.helpers import Start
+from tests.test_pipeline import TRACEBACK_ISSUE
 
-ISSUE = """add() gives wrong results:
-
-Traceback (most recent call last):
-  File "report.py", line 12, in <module>
-    assert add(2, 3) == 5
-  File "/venv/lib/python3.11/site-packages/calc/__init__.py", line 6, in add
-    return a - b
-AssertionError
-"""
+ISSUE = TRACEBACK_ISSUE
 FIX = '```python\ndef add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n```'
 REPRO = "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n```"
 CALL_DELAY_S = 1.5
