@@ -11,9 +11,9 @@ from snaffle import data
 from snaffle.agentless.config import DATA_FILE, FROM_DATA, PipelineConfig, pipeline_table
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
 
-NOT_FROM_DATA = {"one_shot", "edit_format", "mechanisms", "switches"}
-"""Fields that mean "not given" by default (the model's entry in edit_formats.toml; all mechanisms on), and the
-[mechanisms] table's record (test_switches_are_the_data_files)."""
+NOT_FROM_DATA = {"one_shot", "edit_format", "mechanisms", "switches", "snippets"}
+"""Fields that mean "not given" by default (the model's entry in edit_formats.toml; all mechanisms on; the packaged
+[snippets]), and the [mechanisms] table's record (test_switches_are_the_data_files)."""
 
 
 def test_every_default_is_the_data_files() -> None:

@@ -166,7 +166,8 @@ def test_stop_and_max_tokens_are_sent_and_a_cut_fence_is_closed(
 
 def test_without_the_decode_switches_neither_is_sent(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted([{"content": RIGHT}])
-    agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, tmp_path / "run", **ONE_SHOT, reproduce=False)
+    off = {"stop_after_block": False, "bound_max_tokens": False}
+    agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, tmp_path / "run", **ONE_SHOT, **off, reproduce=False)
     assert "stop" not in server.requests[0].body and "max_tokens" not in server.requests[0].body
 
 
