@@ -112,18 +112,8 @@ class DecodeConfig:
 @cache
 def decode_config() -> DecodeConfig:
     """The [decode] table of the data file (read on first use)."""
-    where = f"snaffle/data/{DATA_FILE}"
-    values = data.required(data.table(data.load(DATA_FILE), "decode", where), DECODE_KEYS, f"{where} [decode]")
-    return DecodeConfig(
-        tuple(values["stop"]),
-        float(values["chars_per_token"]),
-        float(values["token_factor"]),
-        int(values["token_slack"]),
-        float(values["follow_up_factor"]),
-    )
-
-
-DECODE_KEYS = ("stop", "chars_per_token", "token_factor", "token_slack", "follow_up_factor")
+    decode = data.load_record(DecodeConfig, DATA_FILE, "decode")
+    return replace(decode, stop=tuple(decode.stop))  # a TOML array reads as a list
 
 
 @dataclass(frozen=True)

@@ -291,10 +291,10 @@ class Pipeline:
         fixes_failing = self.passes(clone, [self.task.failing_test], patch) if self.task.failing_test else None
         if fixes_failing is None and self.existing_failing and worth_testing:
             fixes_failing = self.fixes_existing(after)
-        judged = self.judged(clone, patch, worth_testing)
-        verdicts = [(v.evidence, v.passed) for v in judged[1:]]
-        reproduces = snippet_facts.combined(judged[0].passed, judged[1:])
-        found = (fixes_failing, judged[0].passed, verdicts) if worth_testing else (None, None, [])
+        reproduction, judged = self.judged(clone, patch, worth_testing)
+        verdicts = [(v.evidence, v.passed) for v in judged]
+        reproduces = snippet_facts.combined(reproduction, judged)
+        found = (fixes_failing, reproduction, verdicts) if worth_testing else (None, None, [])
         candidate = CandidatePatch(
             number,
             patch,
@@ -308,14 +308,14 @@ class Pipeline:
             evidence_named(*found, passed=False),
             evidence_named(*found, passed=True),
         )
-        self.validate_stage(candidate, judged[1:])
+        self.validate_stage(candidate, judged)
         return candidate
 
-    def judged(self, clone: Workspace, patch: str, worth_testing: bool) -> tuple[Verdict, ...]:
-        """The kept reproduction test's verdict first, then each other evidence's (snippets) on the patched copy."""
+    def judged(self, clone: Workspace, patch: str, worth_testing: bool) -> tuple[bool | None, tuple[Verdict, ...]]:
+        """The kept reproduction test's result, and each other evidence's verdict (snippets) on the patched copy."""
         reproduces = self.passes(clone, [str(self.repro)], patch) if self.repro is not None else None
         others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
-        return (Verdict("reproduction", reproduces), *judge_all(others, clone, self.sandbox))
+        return reproduces, judge_all(others, clone, self.sandbox)
 
     def validate_stage(self, candidate: CandidatePatch, judged: Sequence[Verdict]) -> None:
         self.stage(
@@ -335,7 +335,7 @@ class Pipeline:
 
     def fixes_existing(self, after: TestOutcomes) -> bool:
         """Every related test that failed on the original passes with the patch."""
-        names = {n for n in self.before.failed - self.before.errored}
+        names = self.before.failed - self.before.errored
         return bool(names) and names <= after.passed
 
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:

