@@ -434,6 +434,8 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         return [v for arm in arms for v in execution_variants(arm)], arms[0]
     if args.candidate:
         return [v for arm in arms for v in candidate_variants(arm)], arms[0]
+    if args.on:
+        return [v for arm in arms for v in on_variants(arm, args.on)], arms[0]
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -470,6 +472,19 @@ EXTRA_GROUPS = ("feedback",)
 the first task of this session's run, for no resolve."""
 
 
+ON_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
+    "early_stop": {"pipeline": {"early_stop": True}},
+    "extra_samples": {"pipeline": {"extra_samples": True}},
+    "one_entity": {"pipeline": {"one_entity": True}},
+    "bound": {"pipeline": {"bound_max_tokens": True}},
+    "snippet_test": {"switches": {"snippet_test": True}},
+    "reproduce_facts": {"switches": {"reproduce_facts": True}},
+    "feedback": {"pipeline": {"feedback": True}},
+}
+"""What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
+GROUPS = CANDIDATE_GROUPS | ON_GROUPS
+
+
 def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> PipelineConfig:
     """`config` with every switch of `groups` set to `on` (pipeline keys, [mechanisms] switches, [snippets] keys)."""
     from snaffle.agentless.facts import snippet_limits
@@ -478,7 +493,7 @@ def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> Pipe
     switches: dict[str, bool] = {}
     snippets: dict[str, bool] = {}
     for group in groups:
-        parts = CANDIDATE_GROUPS[group]
+        parts = GROUPS[group]
         pipeline |= dict.fromkeys(parts.get("pipeline", {}), on)
         switches |= dict.fromkeys(parts.get("switches", {}), on)
         snippets |= dict.fromkeys(parts.get("snippets", {}), on)
@@ -502,6 +517,21 @@ def candidate_variants(arm: str) -> list[Variant]:
         for group in EXTRA_GROUPS
     ]
     return [today, new, *ablations, *extras]
+
+
+def on_variants(arm: str, spec: str) -> list[Variant]:
+    """Today's default (the packaged configuration, the arm's plain label), one row per group of `spec` switched
+    on (`+GROUP`), and all of them on (`+GROUP+GROUP...`) when there are several."""
+    groups = [g.strip() for g in spec.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in ON_GROUPS]
+    if unknown or not groups:
+        raise SystemExit(f"--on: unknown group {', '.join(unknown) or repr(spec)}; one of: {', '.join(ON_GROUPS)}")
+    base = arm_variant(arm)
+    rows = [[g] for g in groups] + ([groups] if len(groups) > 1 else [])
+    return [base] + [
+        replace(base, label=arm + "".join(f"+{g}" for g in row), pipeline=with_groups(base.pipeline, row, True))
+        for row in rows
+    ]
 
 
 def ablated_names(spec: str) -> list[str]:
@@ -677,6 +707,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="today's default vs the candidate new default (+new), one row per group left out and one per extra "
         f"added: {', '.join(CANDIDATE_GROUPS)} (extras: {', '.join(EXTRA_GROUPS)})",
+    )
+    parser.add_argument(
+        "--on",
+        help="today's default vs each of these groups switched on (+GROUP) and all together (comma-separated): "
+        + ", ".join(ON_GROUPS),
     )
     parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")

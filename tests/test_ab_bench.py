@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from snaffle.agentless.config import PipelineConfig
 from snaffle.types import Limits
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "ab_bench.py"
@@ -262,6 +263,22 @@ def test_candidate_variants_are_today_the_new_default_and_one_row_per_group_left
     no_reading = variants[f"{ab.ONE_SHOT}+new-no-reading"]
     assert not no_reading.snippets.infer_imports and no_reading.one_entity and no_reading.switches.snippet_test
     assert variants[f"{ab.ONE_SHOT}+new+feedback"] == replace(new, feedback=True)
+
+
+def test_on_variants_are_today_each_group_on_and_all_together() -> None:
+    variants = {v.label: v.pipeline for v in ab.on_variants(ab.ONE_SHOT, "early_stop, extra_samples")}
+    today = PipelineConfig(one_shot=True)
+    assert list(variants) == [ab.ONE_SHOT] + [
+        f"{ab.ONE_SHOT}{s}" for s in ("+early_stop", "+extra_samples", "+early_stop+extra_samples")
+    ]
+    assert variants[ab.ONE_SHOT] == today
+    from snaffle.agentless.facts import snippet_limits
+
+    read = replace(today, snippets=snippet_limits())  # the groups spell out the packaged [snippets] reading
+    assert variants[f"{ab.ONE_SHOT}+early_stop"] == replace(read, early_stop=True)
+    assert variants[f"{ab.ONE_SHOT}+early_stop+extra_samples"] == replace(read, early_stop=True, extra_samples=True)
+    with pytest.raises(SystemExit, match="--on: unknown group early; one of: early_stop"):
+        ab.on_variants(ab.ONE_SHOT, "early")
 
 
 def test_the_new_default_makes_its_reproduction_test_from_the_issue_session_with_no_model_call(

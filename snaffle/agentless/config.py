@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 DATA_FILE = "agentless.toml"
 EXECUTION_SWITCHES = ("feedback", "one_entity", "stop_after_block", "bound_max_tokens", "evidence_veto")
 """Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
+SAMPLING_SWITCHES = ("early_stop", "extra_samples")
+"""How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
     "temperature",
@@ -28,6 +30,8 @@ FROM_DATA = (
     "stop_after_green",
     *EXECUTION_SWITCHES,
     "feedback_rounds",
+    *SAMPLING_SWITCHES,
+    "max_samples",
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -140,6 +144,11 @@ class PipelineConfig:
     bound_max_tokens: bool = _from_data("bound_max_tokens")
     evidence_veto: bool = _from_data("evidence_veto")
     """A patch that leaves reproduced evidence failing ends `no_valid_patch`, never `submitted`."""
+    early_stop: bool = _from_data("early_stop")
+    """No sample is drawn after the selected candidate is `validated` (agentless/sampling.py)."""
+    extra_samples: bool = _from_data("extra_samples")
+    """While no candidate is validated and evidence could validate one, samples go on up to `max_samples`."""
+    max_samples: int = _from_data("max_samples")
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

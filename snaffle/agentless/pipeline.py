@@ -25,6 +25,7 @@ from snaffle.agentless.facts import ExecutionFacts
 from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
+from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.agentless.validate import (
     CandidatePatch,
@@ -38,7 +39,7 @@ from snaffle.agentless.validate import (
     select,
 )
 from snaffle.cache import cache_dir
-from snaffle.exceptions import Interrupt
+from snaffle.exceptions import Interrupt, LimitsExceeded
 from snaffle.harness import Outcome, Pricer
 from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
@@ -222,11 +223,39 @@ class Pipeline:
         return code_blocks(reply.content)[0], reply.usage
 
     def repair(self, context: RepairContext) -> list[CandidatePatch]:
-        samples = range(self.config.samples)
+        """Draw the samples and validate them: all of them, then validation (the fixed plan), or batch by batch
+        until the plan says enough (agentless/sampling.py)."""
         self.workers = sample_workers(self.config.concurrency, self.config.samples, self.model.base_url)
+        plan = self.sampling_plan()
+        if not plan.adaptive:
+            return self.draw(context, range(self.config.samples))
+        candidates: list[CandidatePatch] = []
+        can_validate, capped = self.can_validate(), ""
+        while (numbers := plan.next_batch(candidates, can_validate)) is not None:
+            try:
+                candidates += self.draw(context, numbers)
+            except LimitsExceeded as stop:
+                if len(candidates) < self.config.samples:
+                    raise  # a cap reached among the base samples ends the run, as without the plan
+                capped = stop.message
+                break
+        self.stage("sampling", plan.decision(candidates, can_validate, capped), drawn=len(candidates))
+        return candidates
+
+    def sampling_plan(self) -> SamplingPlan:
+        config = self.config
+        return SamplingPlan(config.samples, config.max_samples, self.workers, config.early_stop, config.extra_samples)
+
+    def can_validate(self) -> bool:
+        """Something could show a sample's fix: the evidence that reproduced the issue, or related tests that fail
+        on the original."""
+        return bool(self.evidence) or bool(self.before.failed - self.before.errored)
+
+    def draw(self, context: RepairContext, numbers: range) -> list[CandidatePatch]:
+        """Samples `numbers`, `self.workers` at once, then each validated."""
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            patches = list(pool.map(lambda i: self.sample(context, i), samples))
-        return [self.validate(i, patch) for i, patch in zip(samples, patches, strict=True)]
+            patches = list(pool.map(lambda i: self.sample(context, i), numbers))
+        return [self.validate(i, patch) for i, patch in zip(numbers, patches, strict=True)]
 
     def sample(self, context: RepairContext, number: int) -> str:
         """One repair attempt on a clean copy, within its share of the caps; returns its patch ('' for none)."""
