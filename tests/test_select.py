@@ -105,6 +105,10 @@ def test_evidence_ranks_before_votes_and_the_smallest_change_breaks_a_tie() -> N
         ({"reproduces": False, "against": ("reproduction",)}, "no_valid_patch", False),
         ({"reproduces": False, "against": ("reproduction",), "fixed": 2}, "validated", True),
         ({"fixes_failing": True, "against": ("reproduction",)}, "validated", True),
+        # a partial fix: related tests now pass, but the issue's own session still shows the wrong value
+        ({"against": ("snippet 1", "reproduction"), "fixed": 12}, "no_valid_patch", False),
+        ({"against": ("snippet 1",), "fixed": 1}, "no_valid_patch", False),
+        ({"fixes_failing": True, "against": ("snippet 1",)}, "validated", True),
     ],
 )
 def test_the_exit_status_says_what_the_evidence_says(found: dict[str, object], status: str, keep: bool) -> None:

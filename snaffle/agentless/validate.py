@@ -184,14 +184,21 @@ class Ending:
     """The chosen patch stays in the run's copy (patch.diff); `--apply` writes it only for `validated`/`submitted`."""
 
 
+OVERRIDABLE_EVIDENCE = frozenset({"reproduction"})
+"""Evidence a related test that now passes outweighs: the model wrote the reproduction test, and it can be wrong.
+The issue's own snippets (what the user ran and expected) are outweighed only by the given failing test."""
+
+
 def ending(chosen: CandidatePatch | None, samples: int, veto: bool) -> Ending:
     """`validated`: a test or snippet shows the fix and none that reproduced the issue still fails (or the given
-    failing test, or a related test that failed before, now passes); `submitted`: nothing broke, nothing shows the
-    fix either way; `no_valid_patch`: no candidate was valid, or the chosen one leaves reproduced evidence failing
-    with nothing showing a fix. That patch is kept as the best guess unless `veto` drops it."""
+    failing test passes; or a related test that failed before now passes and only the model's reproduction test
+    still fails); `submitted`: nothing broke, nothing shows the fix either way; `no_valid_patch`: no candidate was
+    valid, or the chosen one leaves reproduced evidence failing. That patch is kept as the best guess unless `veto`
+    drops it."""
     if chosen is None:
         return Ending("no_valid_patch", f"none of {samples} samples passed validation", False)
-    if chosen.against and not chosen.fixes_failing and not chosen.fixed:
+    binding = [name for name in chosen.against if name not in OVERRIDABLE_EVIDENCE]
+    if chosen.against and not chosen.fixes_failing and (binding or not chosen.fixed):
         failing = ", ".join(chosen.against)
         kept = "dropped" if veto else "kept in patch.diff as a best guess, not applied"
         return Ending(
