@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 DATA_FILE = "agentless.toml"
 EXECUTION_SWITCHES = ("feedback", "one_entity", "stop_after_block", "bound_max_tokens", "evidence_veto")
+PROMPT_SWITCHES = ("docstrings_apart",)
+"""How candidates are shown (agentless/docstrings.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 """Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
 SAMPLING_SWITCHES = ("early_stop", "extra_samples")
 """How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
@@ -32,6 +34,7 @@ FROM_DATA = (
     "feedback_rounds",
     *SAMPLING_SWITCHES,
     "max_samples",
+    *PROMPT_SWITCHES,
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -149,6 +152,8 @@ class PipelineConfig:
     extra_samples: bool = _from_data("extra_samples")
     """While no candidate is validated and evidence could validate one, samples go on up to `max_samples`."""
     max_samples: int = _from_data("max_samples")
+    docstrings_apart: bool = _from_data("docstrings_apart")
+    """A rewrite's candidates show their docstrings above the code, not in it (agentless/docstrings.py)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from snaffle import prompts
 from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.docstrings import docstring_apart, without_doc_lines
 from snaffle.agentless.evidence import Evidence
 from snaffle.agentless.feedback import (
     CUT,
@@ -55,6 +56,8 @@ class RepairContext:
     """Each candidate's shown text, in the order of `selectors`."""
     signatures: tuple[str, ...] = ()
     """Each candidate's signature only (decorators and the `def`/`class` header), in the same order."""
+    apart: tuple[str, ...] = ()
+    """Each candidate's shown text with its docstring above the code (agentless/docstrings.py), in the same order."""
 
     @classmethod
     def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
@@ -63,7 +66,9 @@ class RepairContext:
         names = tuple(e.name for e in entities)
         sizes = tuple(e.end_line - e.start_line + 1 for e in entities)
         signatures = tuple(signature_of(block) for block in blocks)
-        return cls(tuple(e.selector for e in entities), names, "\n\n".join(blocks), sizes, blocks, signatures)
+        apart = tuple(_shown(index, e, docstring_apart) for e in entities)
+        selectors = tuple(e.selector for e in entities)
+        return cls(selectors, names, "\n\n".join(blocks), sizes, blocks, signatures, apart)
 
     @property
     def target_chars(self) -> int:
@@ -78,12 +83,21 @@ class RepairContext:
         i = sample % len(self.selectors)
         shown = [self.blocks[i], *(s for j, s in enumerate(self.signatures) if j != i)]
         one = (self.lines[i],) if self.lines else ()
-        return RepairContext((self.selectors[i],), (self.names[i],), "\n\n".join(shown), one, (self.blocks[i],), ())
+        apart = (self.apart[i],) if self.apart else ()
+        text = "\n\n".join(shown)
+        return RepairContext((self.selectors[i],), (self.names[i],), text, one, (self.blocks[i],), (), apart)
+
+    def docstrings_apart(self) -> RepairContext:
+        """This context with each whole candidate's docstring shown above its code, not in it."""
+        text = self.text
+        for block, apart in zip(self.blocks, self.apart, strict=False):
+            text = text.replace(block, apart, 1)
+        return replace(self, text=text)
 
 
 def signature_of(block: str) -> str:
     """A shown block cut after its header: the `# selector` line, decorators, the `def`/`class` line(s) up to `:`."""
-    lines = block.splitlines()
+    lines = without_doc_lines(block.splitlines())
     heads = [i for i, line in enumerate(lines) if line.lstrip().startswith(HEADER_STARTS)]
     if not heads:
         return lines[0] if lines else block
@@ -97,8 +111,9 @@ def signature_of(block: str) -> str:
 HEADER_STARTS = ("def ", "async def ", "class ")
 
 
-def _shown(index: RepoIndex, entity: Entity) -> str:
-    lines = index.source(entity.path).decode("utf-8", "replace").splitlines()[entity.start_line : entity.end_line + 1]
+def _shown(index: RepoIndex, entity: Entity, arrange: Callable[[list[str]], list[str]] = list) -> str:
+    source = index.source(entity.path).decode("utf-8", "replace").splitlines()
+    lines = arrange(source[entity.start_line : entity.end_line + 1])
     cut = f"\n    ... ({len(lines) - INLINE_BODY_LINES} more lines)" if len(lines) > INLINE_BODY_LINES else ""
     return f"# {entity.selector}\n" + "\n".join(lines[:INLINE_BODY_LINES]) + cut
 
@@ -190,6 +205,8 @@ def one_shot(
     the evidence still fails, up to `grounding.rounds` follow-up calls in the same conversation."""
     started = time.monotonic()
     edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
+    if config.docstrings_apart and edit_format == "rewrite":
+        context = context.docstrings_apart()
     messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, edit_format)}]
     try:
         reply = model.complete(messages, [])
