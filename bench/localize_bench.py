@@ -50,7 +50,15 @@ from localize_fit import (
 
 from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Localizer, Weights, is_peripheral
+from snaffle.agentless.localize import (
+    ENTITY_SIGNALS,
+    FILE_SIGNALS,
+    KIND_PRIORS,
+    Localizer,
+    Signals,
+    Weights,
+    is_peripheral,
+)
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
@@ -119,16 +127,24 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py")
+"""The agentless modules whose code makes the signals (the index's are all in)."""
+VARIANTS = {"strip_template": True}
+"""[issue] switches whose signals every record also holds (under `variants`), so the fit compares both ways."""
+
+
 @functools.cache
 def fingerprint() -> str:
     """What a cached record depends on: the localizer's and the index's code, and the signal-level constants (not
-    the weights, nor the shares and priors that act only when ranking)."""
+    the weights, nor the shares and priors that act only when ranking, nor a switch the record holds both ways)."""
     package = Path(__file__).resolve().parents[1] / "snaffle"
     digest = hashlib.sha1()
-    for path in sorted([*(package / "agentless").glob("*.py"), *(package / "index").glob("*.py")]):
+    modules = [package / "agentless" / name for name in SIGNAL_MODULES]
+    for path in sorted([*modules, *(package / "index").glob("*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     tables = tomllib.loads((package / "data" / "localize.toml").read_text(encoding="utf-8"))
     tables["tuning"] = {k: v for k, v in tables["tuning"].items() if k not in SHARES}
+    tables["issue"] = {k: v for k, v in tables["issue"].items() if k not in VARIANTS}
     digest.update(json.dumps({k: v for k, v in tables.items() if k != "weights"}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -141,7 +157,10 @@ def cached(row: Row, args: argparse.Namespace) -> Row | None:
     if not path.exists():
         return None
     record: Row = json.loads(path.read_text(encoding="utf-8"))
-    return record if record.get("fingerprint") == fingerprint() else None
+    if record.get("fingerprint") == fingerprint():
+        return record
+    print(f"stale cache: {path} was computed by other code (recomputed unless --cached-only)", file=sys.stderr)
+    return None
 
 
 def load(path: Path) -> list[Row]:
@@ -244,6 +263,10 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     result = localizer.localize(issue, top=10)
     elapsed, elapsed_cpu = time.monotonic() - started, time.process_time() - started_cpu
     signals = localizer.signals(parse_issue(issue), every=True, skip=args.skip)
+    variants = {
+        name: signal_record(localizer.signals(parse_issue(issue, **{name: value}), every=True, skip=args.skip))
+        for name, value in VARIANTS.items()
+    }
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()
@@ -274,15 +297,23 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
         "warm_parsed": built_stats.parsed,
         "warm_seconds": indexed + elapsed,
         "warm_cpu_seconds": indexed_cpu + elapsed_cpu,
-        "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
-        "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
-        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+        **signal_record(signals),
+        "variants": variants,
         **executed,
     }
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         (args.cache / f"{row['instance_id']}.json").write_text(json.dumps(record), encoding="utf-8")
     return record
+
+
+def signal_record(signals: Signals) -> Row:
+    """Every scorer's values by selector and path, and the kinds the priors scale."""
+    return {
+        "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
+        "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
+        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+    }
 
 
 def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:

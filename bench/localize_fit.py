@@ -23,6 +23,7 @@ NEUTRAL_SHARES = {
     "file_to_entity": 0.5,
     "peripheral_prior": 0.5,
     **dict.fromkeys(KIND_PRIORS.values(), 1.0),
+    "member_yield": 0.0,
 }
 """The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
 SHARES = tuple(NEUTRAL_SHARES)
