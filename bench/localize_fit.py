@@ -185,8 +185,9 @@ def probes(initial: Params, count: int = PROBES) -> list[Params]:
     """Where the shortlist looks: `initial`, each fittable signal alone (shares neutral) and seeded random grid
     settings."""
     fittable = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS) if n not in UNFIT]
-    alone = [{**initial, **dict.fromkeys(fittable, 0.0), n: 1.0, "bm25": 1.0 if n in FILE_SIGNALS else 0.0}
-             for n in fittable]
+    alone = [
+        {**initial, **dict.fromkeys(fittable, 0.0), n: 1.0, "bm25": 1.0 if n in FILE_SIGNALS else 0.0} for n in fittable
+    ]
     rng = np.random.default_rng(29)
     grid = [{n: v if n in UNFIT else float(rng.choice(_grid(n))) for n, v in initial.items()} for _ in range(count)]
     return [initial, *alone, *grid]
