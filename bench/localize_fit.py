@@ -355,26 +355,31 @@ def fit(
     frozen: Iterable[str] = (),
     seeds: int = RANDOM_STARTS,
     also: Sequence[Params] = (),
+    min_gain: float = 0.0,
 ) -> Params:
     """The best of a best-improvement search from each start: `also` (e.g. the packaged weights), `initial` and
-    `seeds` random starts; `frozen` parameters keep their value of `initial` in every start."""
+    `seeds` random starts; `frozen` parameters keep their value of `initial` in every start; a move must gain more
+    than `min_gain` points of the objective."""
     stack = cases if isinstance(cases, Batch) else batch(cases)
     frozen = tuple(frozen)
     pinned = {n: initial[n] for n in frozen}
-    found = [climb(stack, {**s, **pinned}, frozen) for s in [*also, *starts(initial, frozen, seeds)]]
+    found = [climb(stack, {**s, **pinned}, frozen, min_gain=min_gain) for s in [*also, *starts(initial, frozen, seeds)]]
     return max(found, key=lambda params: objective(stack, params))
 
 
-def climb(stack: Batch, initial: Params, frozen: Iterable[str] = (), rounds: int = ROUNDS) -> Params:
+def climb(
+    stack: Batch, initial: Params, frozen: Iterable[str] = (), rounds: int = ROUNDS, min_gain: float = 0.0
+) -> Params:
     """Best-improvement search from `initial`: each round the one move (a parameter to a value of its
-    candidates) that most improves the objective, until none strictly does or `rounds` moves were made."""
+    candidates) that most improves the objective, until none gains more than `min_gain` points or `rounds` moves
+    were made."""
     fixed = set(frozen) | UNFIT
     names = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *SHARES) if n not in fixed and n in initial]
     params, best = dict(initial), objective(stack, initial)
     for _ in range(rounds):
         moves = [{**params, n: v} for n in names for v in _candidates(n, params[n])]
         scored = [(objective(stack, trial), -number) for number, trial in enumerate(moves)]
-        if not scored or max(scored)[0] <= best + 1e-9:
+        if not scored or max(scored)[0] <= best + min_gain + 1e-9:
             break
         score, number = max(scored)
         params, best = moves[-number], score

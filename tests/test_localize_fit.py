@@ -146,6 +146,9 @@ def test_each_round_takes_the_best_single_move(fitting: ModuleType) -> None:
     assert best > fitting.objective(stack, initial)
     assert fitting.objective(stack, fitting.climb(stack, initial, rounds=1)) == best
     assert fitting.objective(stack, fitting.climb(stack, initial)) >= best
+    gain = best - fitting.objective(stack, initial)
+    assert fitting.climb(stack, initial, min_gain=gain) == initial  # no move gains more than that
+    assert fitting.climb(stack, initial, rounds=1, min_gain=gain / 2) == fitting.climb(stack, initial, rounds=1)
 
 
 def test_the_fit_keeps_the_best_start_and_leaves_given_weights_when_not_fitting(fitting: ModuleType) -> None:
