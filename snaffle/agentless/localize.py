@@ -752,8 +752,9 @@ def rank(
 
 def yield_to_members(totals: Scores, share: float) -> Scores:
     """A class or function whose best contained entity (a method, a nested function) scores at least `1 - share`
-    of its own score is placed just below that entity: a container's text holds its members' text, so its words
-    count twice, while the fix is in the member (issue 17: `HTTPDigestAuth` above `.build_digest_header`)."""
+    of its own score is placed just below that entity: an issue names the class it used, and a function's body
+    holds its nested functions' words, while the fix is mostly in the member (issue 17: `HTTPDigestAuth` above
+    `HTTPDigestAuth.build_digest_header`). Measured: it also moves down the containers that are the gold."""
     by_selector = {e.selector: e for e in totals}
     best: dict[Entity, float] = {}
     for entity, value in totals.items():
