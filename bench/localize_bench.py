@@ -37,6 +37,7 @@ import numpy as np
 from localize_fit import (
     METRICS,
     PRIORS_OFF,
+    RANDOM_STARTS,
     SHARES,
     UNFIT,
     fit,
@@ -44,13 +45,23 @@ from localize_fit import (
     instance,
     leave_one_repo_out,
     neutral,
+    probes,
     rates,
+    shortlist,
     start,
 )
 
 from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Localizer, Weights, is_peripheral
+from snaffle.agentless.localize import (
+    ENTITY_SIGNALS,
+    FILE_SIGNALS,
+    KIND_PRIORS,
+    Localizer,
+    Signals,
+    Weights,
+    is_peripheral,
+)
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
 from snaffle.index.repo import RepoIndex
@@ -119,16 +130,24 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py")
+"""The agentless modules whose code makes the signals (the index's are all in)."""
+VARIANTS = {"strip_template": True}
+"""[issue] switches whose signals every record also holds (under `variants`), so the fit compares both ways."""
+
+
 @functools.cache
 def fingerprint() -> str:
     """What a cached record depends on: the localizer's and the index's code, and the signal-level constants (not
-    the weights, nor the shares and priors that act only when ranking)."""
+    the weights, nor the shares and priors that act only when ranking, nor a switch the record holds both ways)."""
     package = Path(__file__).resolve().parents[1] / "snaffle"
     digest = hashlib.sha1()
-    for path in sorted([*(package / "agentless").glob("*.py"), *(package / "index").glob("*.py")]):
+    modules = [package / "agentless" / name for name in SIGNAL_MODULES]
+    for path in sorted([*modules, *(package / "index").glob("*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     tables = tomllib.loads((package / "data" / "localize.toml").read_text(encoding="utf-8"))
     tables["tuning"] = {k: v for k, v in tables["tuning"].items() if k not in SHARES}
+    tables["issue"] = {k: v for k, v in tables["issue"].items() if k not in VARIANTS}
     digest.update(json.dumps({k: v for k, v in tables.items() if k != "weights"}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -141,7 +160,10 @@ def cached(row: Row, args: argparse.Namespace) -> Row | None:
     if not path.exists():
         return None
     record: Row = json.loads(path.read_text(encoding="utf-8"))
-    return record if record.get("fingerprint") == fingerprint() else None
+    if record.get("fingerprint") == fingerprint():
+        return record
+    print(f"stale cache: {path} was computed by other code (recomputed unless --cached-only)", file=sys.stderr)
+    return None
 
 
 def load(path: Path) -> list[Row]:
@@ -244,6 +266,10 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
     result = localizer.localize(issue, top=10)
     elapsed, elapsed_cpu = time.monotonic() - started, time.process_time() - started_cpu
     signals = localizer.signals(parse_issue(issue), every=True, skip=args.skip)
+    variants = {
+        name: signal_record(localizer.signals(parse_issue(issue, **{name: value}), every=True, skip=args.skip))
+        for name, value in VARIANTS.items()
+    }
     files = [p for p, _ in result.files]
     entities = [c.selector for c in result.entities]
     baseline_started = time.monotonic()
@@ -274,15 +300,23 @@ def measure(row: Row, args: argparse.Namespace, cold_left: dict[str, int]) -> Ro
         "warm_parsed": built_stats.parsed,
         "warm_seconds": indexed + elapsed,
         "warm_cpu_seconds": indexed_cpu + elapsed_cpu,
-        "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
-        "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
-        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+        **signal_record(signals),
+        "variants": variants,
         **executed,
     }
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         (args.cache / f"{row['instance_id']}.json").write_text(json.dumps(record), encoding="utf-8")
     return record
+
+
+def signal_record(signals: Signals) -> Row:
+    """Every scorer's values by selector and path, and the kinds the priors scale."""
+    return {
+        "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
+        "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
+        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+    }
 
 
 def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:
@@ -424,53 +458,84 @@ def localized_hits(record: Row) -> tuple[int, ...]:
 
 
 def print_cv(results: list[Row]) -> None:
-    """In-sample and leave-one-repository-out figures, then each signal's ablation (refit without it). Every fit
-    starts from the same neutral weights, so no figure leans on weights once tuned on the held-out repository."""
+    """In-sample and leave-one-repository-out figures (single start and several starts), each [issue] variant's,
+    the folds and their spread, then each signal's ablation (refit without it, single start). The leave-one-out
+    fits start from neutral and seeded random weights only: the packaged ones were tuned on every repository."""
     cases = [instance(r, is_peripheral) for r in results]
     packaged = start(Weights.load())
     agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
     print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
     initial = neutral(packaged)
-    full = leave_one_repo_out(cases, initial)
-    fitted = fit(cases, initial)
+    search = shortlist(cases, probes(initial))
+    single = leave_one_repo_out(cases, initial, search=search, seeds=0)
+    full = leave_one_repo_out(cases, initial, search=search)
+    fitted = fit(search, initial, also=(packaged,))
     columns = " | ".join(METRICS)
     print(f"\n| weights ({len(cases)} instances) | {columns} |\n" + "|---" * (len(METRICS) + 1) + "|")
-    rows = [("packaged, in-sample", rates(cases, packaged)), ("neutral start, no fit", rates(cases, initial))]
-    rows += [("fitted on all, in-sample", rates(cases, fitted)), ("**leave-one-repo-out**", full["rates"])]
+    rows = [("packaged, in-sample (not fitted)", rates(cases, packaged)), ("neutral, no fit", rates(cases, initial))]
+    rows += [("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))]
+    rows += [("leave-one-repo-out, neutral start", single["rates"])]
+    rows += [(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])]
+    rows += print_variants(results, initial)
     for name, measured in rows:
-        print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |")
+        print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
     print_folds(cases, full)
-    print_ablations(cases, initial, full)
-    print("\nfitted on all instances (judge by the leave-one-repo-out row above):")
+    print_ablations(cases, initial, single, search)
+    print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
 
 
+def print_variants(results: list[Row], initial: dict[str, float]) -> list[tuple[str, dict[str, float]]]:
+    """Leave-one-repo-out with each [issue] switch of `VARIANTS` on (the records hold its signals)."""
+    rows = []
+    for variant in (v for v in VARIANTS if all(v in r.get("variants", {}) for r in results)):
+        cases = [instance(r, is_peripheral, variant) for r in results]
+        search = shortlist(cases, probes(initial))
+        rows.append(
+            (
+                f"{variant} on: leave-one-repo-out, neutral start",
+                leave_one_repo_out(cases, initial, search=search, seeds=0)["rates"],
+            )
+        )
+        rows.append(
+            (
+                f"{variant} on: leave-one-repo-out, {1 + RANDOM_STARTS} starts",
+                leave_one_repo_out(cases, initial, search=search)["rates"],
+            )
+        )
+    return rows
+
+
 def print_folds(cases: list[Any], full: Row) -> None:
-    """Each held-out repository's figures, and how far the fitted weights move between folds."""
+    """Each held-out repository's figures, the spread over the folds, and how far the fitted weights move."""
     print("\n| held-out repo | n | file@5 | entity@10 | entity@1 |\n|---|---|---|---|---|")
     for repo, measured in full["per_repo"].items():
         n = sum(c.repo == repo for c in cases)
         figures = " | ".join(f"{measured[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
         print(f"| {repo} | {n} | {figures} |")
+    spread = " | ".join(
+        f"{full['spread'][m][0]:.1f}..{full['spread'][m][1]:.1f}" for m in ("file@5", "entity@10", "entity@1")
+    )
+    print(f"| spread over folds (min..max) | | {spread} |")
     folds = list(full["fitted"].values())
-    spread = ", ".join(f"{n} {min(f[n] for f in folds):g}..{max(f[n] for f in folds):g}" for n in folds[0])
-    print(f"\nfitted weights across folds (min..max): {spread}")
+    moved = ", ".join(f"{n} {min(f[n] for f in folds):g}..{max(f[n] for f in folds):g}" for n in folds[0])
+    print(f"\nfitted weights across folds (min..max): {moved}")
 
 
-def print_ablations(cases: list[Any], initial: dict[str, float], full: Row) -> None:
-    """Per signal, leave-one-repo-out with it held at 0 (a prior: at its off value); a signal no fold turned on is
-    not refit."""
+def print_ablations(cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any]) -> None:
+    """Per signal, leave-one-repo-out (neutral start) with it held at 0 (a prior: at its off value), against the
+    same fit with it; a signal no fold turned on is not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
-    base = full["rates"]
+    base = base_run["rates"]
     off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
     for signal, value in off.items():
-        if all(fold[signal] == value for fold in full["fitted"].values()):
+        if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
-        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=(signal,))["rates"]
-        deltas = " | ".join(f"{ablated[m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
-        figures = " | ".join(f"{ablated[m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
+        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=(signal,), search=search, seeds=0)
+        deltas = " | ".join(f"{ablated['rates'][m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
+        figures = " | ".join(f"{ablated['rates'][m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
         print(f"| {signal} | {figures} | {deltas} |", flush=True)
 
 

@@ -1,10 +1,12 @@
 """Fitting data/localize.toml's weights to cached signals, and judging them leave-one-repository-out.
 
 Each instance's signals (every scorer's values, per entity and per file) are computed once by the bench; the
-ranking over them is `snaffle.agentless.localize.rank` in matrix form, so a weight setting costs microseconds per
-instance. The fit is a coordinate search: one parameter at a time over a fixed grid (and x0.8, x1.25 of its value),
-a change kept only when the objective (the mean of file hit@5, entity hit@10 and entity hit@1) strictly improves,
-rounds until nothing improves. Signal-level constants (traceback decay, BM25F parameters) are not refit.
+ranking over them is `snaffle.agentless.localize.rank` in matrix form (`hits` per instance, `Batch` for many at
+once: one product and segment reductions, no sort), so a weight setting costs milliseconds for the whole set. The
+fit is a best-improvement search from several starts: each round tries every parameter over its grid (and x0.8,
+x1.25 of its value) and takes the single move that most improves the objective (the mean of file hit@5, entity
+hit@10 and entity hit@1), until none does; the best start wins (ties: the earlier start). Signal-level constants
+(traceback decay, BM25F parameters) are not refit.
 """
 
 from __future__ import annotations
@@ -16,24 +18,32 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Weights
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Weights, container_selectors
 
 NEUTRAL_SHARES = {
     "entity_to_file": 0.5,
     "file_to_entity": 0.5,
     "peripheral_prior": 0.5,
     **dict.fromkeys(KIND_PRIORS.values(), 1.0),
+    "member_yield": 0.0,
 }
 """The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
 SHARES = tuple(NEUTRAL_SHARES)
-PRIORS_OFF = dict.fromkeys(KIND_PRIORS.values(), 1.0)
-"""The value that switches a prior off (for its ablation row)."""
+PRIORS_OFF = {**dict.fromkeys(KIND_PRIORS.values(), 1.0), "member_yield": 0.0}
+"""The value that switches a prior (or the member yield) off, for its ablation row."""
 UNFIT = frozenset({"sbfl", "raised", "executed"})
 """Signals the dev-set bench has no values for (SBFL needs a failing test run; the execution signals need the
 issue's snippets run in each instance's environment: `--execute` measures them apart)."""
 WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 SHARE_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
-ROUNDS = 4
+ROUNDS = 40
+"""At most this many moves per start (a best-improvement search stops earlier, when no move improves)."""
+POOL_DEPTH = 20
+"""The search's shortlist: per instance, the entities in the top this many under some probe setting."""
+PROBES = 40
+"""Random grid settings among the probes (beside the start and each signal alone)."""
+RANDOM_STARTS = 3
+"""Seeded random starts beside the neutral one (each fittable parameter a random value of its grid)."""
 METRICS = ("file@1", "file@3", "file@5", "entity@1", "entity@5", "entity@10")
 Params = dict[str, float]
 Array = npt.NDArray[Any]
@@ -53,6 +63,8 @@ class Instance:
     gold_entity: Array
     kind_masks: tuple[tuple[str, Array], ...]
     """per prior of `KIND_PRIORS`, which entities are of its kind"""
+    containers: Array
+    """2 x pairs: (outer, inner) entity numbers, the inner one defined inside the outer one"""
     file: Array
     """files x FILE_SIGNALS"""
     peripheral: Array
@@ -61,11 +73,13 @@ class Instance:
     graded_entities: bool
 
 
-def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
-    """The matrices of one cached bench record; `peripheral(path)` is the localizer's own test."""
-    entity_signals: Mapping[str, Mapping[str, float]] = record["entity_signals"]
-    file_signals: Mapping[str, Mapping[str, float]] = record["file_signals"]
-    kinds: Mapping[str, str] = record.get("kinds", {})
+def instance(record: Mapping[str, Any], peripheral: Any, variant: str | None = None) -> Instance:
+    """The matrices of one cached bench record (with `variant`, the signals it holds for that [issue] switch);
+    `peripheral(path)` is the localizer's own test."""
+    signals = record["variants"][variant] if variant else record
+    entity_signals: Mapping[str, Mapping[str, float]] = signals["entity_signals"]
+    file_signals: Mapping[str, Mapping[str, float]] = signals["file_signals"]
+    kinds: Mapping[str, str] = signals.get("kinds", {})
     selectors = sorted({s for scores in entity_signals.values() for s, v in scores.items() if v > 0 and "::" in s})
     paths = sorted({s.split("::")[0] for s in selectors} | {p for scores in file_signals.values() for p in scores})
     file_number = {p: i for i, p in enumerate(paths)}
@@ -90,12 +104,29 @@ def instance(record: Mapping[str, Any], peripheral: Any) -> Instance:
             (prior, np.array([kinds.get(s) == kind for s in selectors], dtype=bool))
             for kind, prior in KIND_PRIORS.items()
         ),
+        containers=_containers(selectors, entity_number),
         file=file,
         peripheral=np.array([bool(peripheral(p)) for p in paths], dtype=bool),
         file_order=np.arange(len(paths)),
         gold_file=np.array([p in record["gold_files"] for p in paths], dtype=bool),
         graded_entities=bool(record["gold_entities"]),
     )
+
+
+def _containers(selectors: Sequence[str], number: Mapping[str, int]) -> Array:
+    """(outer, inner) pairs of entity numbers: each entity and the entities its selector lies in."""
+    pairs = [(number[o], i) for i, s in enumerate(selectors) for o in container_selectors(s) if o in number]
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+
+
+def _yield(totals: Array, containers: Array, share: float) -> Array:
+    """`localize.yield_to_members` on a score vector (the pairs sorted by outer entity or not: `maximum.at`)."""
+    if share <= 0 or not containers.size:
+        return totals
+    best = np.zeros(len(totals))
+    np.maximum.at(best, containers[0], totals[containers[1]])
+    moved = (best > 0) & (best < totals) & (best >= (1 - share) * totals)
+    return np.where(moved, np.nextafter(best, 0.0), totals)
 
 
 def hits(case: Instance, params: Params) -> tuple[int, ...]:
@@ -111,6 +142,7 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     for prior, mask in case.kind_masks:
         totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
+    totals = _yield(totals, case.containers, params["member_yield"])
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
     )
@@ -122,18 +154,175 @@ def _hits_at(scores: Array, order: Array, gold: Array, ks: Sequence[int]) -> lis
     return [int(good[:k].any()) for k in ks]
 
 
-def rates(cases: Sequence[Instance], params: Params) -> dict[str, float]:
+def shortlist(cases: Sequence[Instance], probes: Sequence[Params], depth: int = POOL_DEPTH) -> list[Instance]:
+    """Each instance with only its gold entities and files, and those ranked in the top `depth` under some probe
+    setting (files: also those holding a kept entity): the search scores the shortlist (what falls below it under
+    every probe rarely reaches a top 10); every figure reported is scored on the whole instances."""
+    stack = batch(cases)
+    keep, keep_files = stack.gold_entity.copy(), stack.gold_file.copy()
+    for params in probes:
+        files, totals = _totals(stack, params)
+        keep |= (_places(totals, stack.entity_order, stack.entity_case) < depth) & (totals > 0)
+        keep_files |= (_places(files, stack.file_order, stack.file_case) < depth) & (files > 0)
+    keep_files[stack.entity_file[keep]] = True
+    entities = np.cumsum([0, *(len(c.entity_order) for c in cases)])
+    files = np.cumsum([0, *(len(c.file_order) for c in cases)])
+    return [
+        _subset(c, keep[entities[i] : entities[i + 1]], keep_files[files[i] : files[i + 1]])
+        for i, c in enumerate(cases)
+    ]
+
+
+def _places(scores: Array, order: Array, case: Array) -> Array:
+    """Each item's 0-based place in its instance's ranking by (-score, order)."""
+    ranked = np.lexsort((order, -scores, case))
+    place = np.empty(len(ranked), dtype=np.int64)
+    place[ranked] = np.arange(len(ranked)) - np.searchsorted(case[ranked], case[ranked])
+    return place
+
+
+def probes(initial: Params, count: int = PROBES) -> list[Params]:
+    """Where the shortlist looks: `initial`, each fittable signal alone (shares neutral) and seeded random grid
+    settings."""
+    fittable = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS) if n not in UNFIT]
+    alone = [
+        {**initial, **dict.fromkeys(fittable, 0.0), n: 1.0, "bm25": 1.0 if n in FILE_SIGNALS else 0.0} for n in fittable
+    ]
+    rng = np.random.default_rng(29)
+    grid = [{n: v if n in UNFIT else float(rng.choice(_grid(n))) for n, v in initial.items()} for _ in range(count)]
+    return [initial, *alone, *grid]
+
+
+def _subset(case: Instance, keep: Array, keep_files: Array) -> Instance:
+    """The instance with the entities and files kept (every kept entity's file among them)."""
+    kept, kept_files = np.flatnonzero(keep), np.flatnonzero(keep_files)
+    renumber = np.full(len(case.entity_order), -1)
+    renumber[kept] = np.arange(len(kept))
+    file_number = np.full(len(case.file_order), -1)
+    file_number[kept_files] = np.arange(len(kept_files))
+    pairs = case.containers
+    pairs = renumber[pairs[:, (renumber[pairs] >= 0).all(axis=0)]] if pairs.size else pairs
+    return Instance(
+        instance_id=case.instance_id,
+        repo=case.repo,
+        entity=case.entity[kept],
+        entity_file=file_number[case.entity_file[kept]],
+        entity_order=case.entity_order[kept],
+        gold_entity=case.gold_entity[kept],
+        kind_masks=tuple((name, mask[kept]) for name, mask in case.kind_masks),
+        containers=pairs,
+        file=case.file[kept_files],
+        peripheral=case.peripheral[kept_files],
+        file_order=case.file_order[kept_files],
+        gold_file=case.gold_file[kept_files],
+        graded_entities=case.graded_entities,
+    )
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Many instances' matrices stacked, entities grouped by instance and file, to score all at once."""
+
+    cases: tuple[Instance, ...]
+    entity: Array
+    present: Array
+    """entities x ENTITY_SIGNALS: which values are > 0"""
+    entity_file: Array
+    """each entity's file, numbered over the batch"""
+    entity_case: Array
+    entity_order: Array
+    gold_entity: Array
+    kind_masks: tuple[tuple[str, Array], ...]
+    containers: Array
+    file: Array
+    peripheral: Array
+    file_case: Array
+    file_order: Array
+    gold_file: Array
+    graded: Array
+    file_entities: Array
+    """the files that hold an entity, and where their entities start"""
+    file_entity_start: Array
+
+
+def batch(cases: Sequence[Instance]) -> Batch:
+    """The instances stacked (their entities in file order, as `instance` numbers them: selectors sorted)."""
+    file_offsets = np.cumsum([0, *(len(c.file_order) for c in cases)])
+    entity_offsets = np.cumsum([0, *(len(c.entity_order) for c in cases)])
+    entity_file = np.concatenate([c.entity_file + o for c, o in zip(cases, file_offsets, strict=False)])
+    assert np.all(np.diff(entity_file) >= 0), "the entities of an instance are numbered in file order"
+    holders, starts = np.unique(entity_file, return_index=True)
+    return Batch(
+        cases=tuple(cases),
+        entity=np.concatenate([c.entity for c in cases]),
+        present=np.concatenate([c.entity > 0 for c in cases]),
+        entity_file=entity_file,
+        entity_case=np.repeat(np.arange(len(cases)), [len(c.entity_order) for c in cases]),
+        entity_order=np.concatenate([c.entity_order for c in cases]),
+        gold_entity=np.concatenate([c.gold_entity for c in cases]),
+        kind_masks=tuple(
+            (prior, np.concatenate([dict(c.kind_masks)[prior] for c in cases])) for prior in KIND_PRIORS.values()
+        ),
+        containers=np.concatenate([c.containers + o for c, o in zip(cases, entity_offsets, strict=False)], axis=1),
+        file=np.concatenate([c.file for c in cases]),
+        peripheral=np.concatenate([c.peripheral for c in cases]),
+        file_case=np.repeat(np.arange(len(cases)), [len(c.file_order) for c in cases]),
+        file_order=np.concatenate([c.file_order for c in cases]),
+        gold_file=np.concatenate([c.gold_file for c in cases]),
+        graded=np.array([c.graded_entities for c in cases], dtype=bool),
+        file_entities=holders,
+        file_entity_start=starts,
+    )
+
+
+def batch_hits(stack: Batch, params: Params) -> Array:
+    """`hits` of every instance of the batch (instances x METRICS), as the same arithmetic over the stack."""
+    files, totals = _totals(stack, params)
+    count = len(stack.cases)
+    file_ranks = _best_gold_rank(files, stack.file_order, stack.gold_file, stack.file_case, count)
+    entity_ranks = _best_gold_rank(totals, stack.entity_order, stack.gold_entity, stack.entity_case, count)
+    columns = [file_ranks < k for k in (1, 3, 5)] + [entity_ranks < k for k in (1, 5, 10)]
+    return np.stack(columns, axis=1).astype(int)
+
+
+def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
+    """Every file's and every entity's ranking score under `params` (`rank`'s arithmetic)."""
+    weights = np.array([params[n] for n in ENTITY_SIGNALS])
+    evidence = stack.entity @ weights
+    present = stack.present @ (weights > 0) > 0
+    best = np.zeros(len(stack.file_order))
+    if len(evidence):
+        best[stack.file_entities] = np.maximum.reduceat(evidence, stack.file_entity_start)
+    prior = np.where(stack.peripheral, params["peripheral_prior"], 1.0)
+    files = (stack.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
+    totals = (evidence + params["file_to_entity"] * files[stack.entity_file]) * prior[stack.entity_file]
+    for name, mask in stack.kind_masks:
+        totals = totals * np.where(mask, params[name], 1.0)
+    return files, _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
+
+
+def _best_gold_rank(scores: Array, order: Array, gold: Array, case: Array, count: int) -> Array:
+    """Per instance, the 0-based rank of its best gold item by (-score, order), or a large number when no gold item
+    scores above 0: the items that outrank it, counted per instance."""
+    top = np.full(count, -np.inf)
+    np.maximum.at(top, case[gold], scores[gold])
+    best = gold & (scores == top[case])
+    first = np.full(count, np.iinfo(np.int64).max)
+    np.minimum.at(first, case[best], order[best])
+    beats = (scores > top[case]) | ((scores == top[case]) & (order < first[case]))
+    above = np.bincount(case[beats], minlength=count)
+    return np.where(top > 0, above, np.iinfo(np.int64).max)
+
+
+def rates(cases: Sequence[Instance] | Batch, params: Params) -> dict[str, float]:
     """Per metric, the percentage of instances hit (entity metrics over instances with gold entities)."""
-    table = np.array([hits(c, params) for c in cases]) if cases else np.zeros((0, len(METRICS)))
-    graded = np.array([c.graded_entities for c in cases], dtype=bool)
-    out: dict[str, float] = {}
-    for column, metric in enumerate(METRICS):
-        rows = table[graded, column] if metric.startswith("entity") else table[:, column]
-        out[metric] = 100.0 * float(rows.mean()) if rows.size else 0.0
-    return out
+    stack = cases if isinstance(cases, Batch) else batch(cases)
+    if not stack.cases:
+        return dict.fromkeys(METRICS, 0.0)
+    return _pool(batch_hits(stack, params), stack.graded)
 
 
-def objective(cases: Sequence[Instance], params: Params) -> float:
+def objective(cases: Sequence[Instance] | Batch, params: Params) -> float:
     """What the fit maximizes: the three acceptance figures, equally weighted."""
     measured = rates(cases, params)
     return (measured["file@5"] + measured["entity@10"] + measured["entity@1"]) / 3
@@ -145,52 +334,97 @@ def start(weights: Weights) -> Params:
 
 
 def neutral(packaged: Params) -> Params:
-    """Where every fit starts: each fittable weight 1 and each share its `NEUTRAL_SHARES` value (unfit signals
-    keep their weight), so no fold starts from weights once tuned on the repository it holds out."""
+    """A neutral start: each fittable weight 1 and each share its `NEUTRAL_SHARES` value (unfit signals keep their
+    weight), so no fold starts from weights once tuned on the repository it holds out."""
     return {n: packaged[n] if n in UNFIT else NEUTRAL_SHARES.get(n, 1.0) for n in packaged}
 
 
-def fit(cases: Sequence[Instance], initial: Params, frozen: Iterable[str] = ()) -> Params:
-    """Coordinate search from `initial`; `frozen` parameters keep their initial value."""
+def starts(initial: Params, frozen: Iterable[str] = (), seeds: int = RANDOM_STARTS) -> list[Params]:
+    """`initial`, then `seeds` seeded random starts: every fittable parameter (not `frozen`) a value of its grid."""
     fixed = set(frozen) | UNFIT
-    params, best = dict(initial), objective(cases, initial)
-    for _ in range(ROUNDS):
-        improved = False
-        for name in (n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *SHARES) if n not in fixed):
-            for value in _candidates(name, params[name]):
-                trial = {**params, name: value}
-                if (score := objective(cases, trial)) > best + 1e-9:
-                    params, best, improved = trial, score, True
-        if not improved:
+    rng = np.random.default_rng(17)
+    found = [dict(initial)]
+    for _ in range(seeds):
+        found.append({n: v if n in fixed else float(rng.choice(_grid(n))) for n, v in initial.items()})
+    return found
+
+
+def fit(
+    cases: Sequence[Instance] | Batch,
+    initial: Params,
+    frozen: Iterable[str] = (),
+    seeds: int = RANDOM_STARTS,
+    also: Sequence[Params] = (),
+    min_gain: float = 0.0,
+) -> Params:
+    """The best of a best-improvement search from each start: `also` (e.g. the packaged weights), `initial` and
+    `seeds` random starts; `frozen` parameters keep their value of `initial` in every start; a move must gain more
+    than `min_gain` points of the objective."""
+    stack = cases if isinstance(cases, Batch) else batch(cases)
+    frozen = tuple(frozen)
+    pinned = {n: initial[n] for n in frozen}
+    found = [climb(stack, {**s, **pinned}, frozen, min_gain=min_gain) for s in [*also, *starts(initial, frozen, seeds)]]
+    return max(found, key=lambda params: objective(stack, params))
+
+
+def climb(
+    stack: Batch, initial: Params, frozen: Iterable[str] = (), rounds: int = ROUNDS, min_gain: float = 0.0
+) -> Params:
+    """Best-improvement search from `initial`: each round the one move (a parameter to a value of its
+    candidates) that most improves the objective, until none gains more than `min_gain` points or `rounds` moves
+    were made."""
+    fixed = set(frozen) | UNFIT
+    names = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *SHARES) if n not in fixed and n in initial]
+    params, best = dict(initial), objective(stack, initial)
+    for _ in range(rounds):
+        moves = [{**params, n: v} for n in names for v in _candidates(n, params[n])]
+        scored = [(objective(stack, trial), -number) for number, trial in enumerate(moves)]
+        if not scored or max(scored)[0] <= best + min_gain + 1e-9:
             break
+        score, number = max(scored)
+        params, best = moves[-number], score
     return params
 
 
+def _grid(name: str) -> tuple[float, ...]:
+    return SHARE_GRID if name in SHARES else WEIGHT_GRID
+
+
 def _candidates(name: str, current: float) -> list[float]:
-    grid = SHARE_GRID if name in SHARES else WEIGHT_GRID
-    return sorted({*grid, round(current * 0.8, 4), round(current * 1.25, 4)} - {current})
+    return sorted({*_grid(name), round(current * 0.8, 4), round(current * 1.25, 4)} - {current})
 
 
-def leave_one_repo_out(cases: Sequence[Instance], initial: Params, frozen: Iterable[str] = ()) -> dict[str, Any]:
-    """Per repository: weights fitted on the others, hits scored on it; pooled rates over all instances."""
-    frozen = tuple(frozen)
-    pooled: list[tuple[int, ...]] = []
-    graded: list[bool] = []
+def leave_one_repo_out(
+    cases: Sequence[Instance],
+    initial: Params,
+    frozen: Iterable[str] = (),
+    search: Sequence[Instance] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Per repository: weights fitted on the others (on their `search` shortlists when given, with `fit`'s
+    `options`), hits scored on it (whole); pooled rates over all instances, each fold's rates and weights, and each
+    metric's spread over the folds (min, max)."""
+    frozen, search = tuple(frozen), search or cases
+    pooled: list[Array] = []
+    graded: list[Array] = []
     per_repo: dict[str, dict[str, float]] = {}
     fitted: dict[str, Params] = {}
     for repo in sorted({c.repo for c in cases}):
-        held = [c for c in cases if c.repo == repo]
-        params = fit([c for c in cases if c.repo != repo], initial, frozen)
+        held = batch([c for c in cases if c.repo == repo])
+        params = fit(batch([c for c in search if c.repo != repo]), initial, frozen, **options)
         fitted[repo] = params
         per_repo[repo] = rates(held, params)
-        pooled.extend(hits(c, params) for c in held)
-        graded.extend(c.graded_entities for c in held)
-    return {"rates": _pool(pooled, graded), "per_repo": per_repo, "fitted": fitted}
+        pooled.append(batch_hits(held, params))
+        graded.append(held.graded)
+    spread = {m: (min(r[m] for r in per_repo.values()), max(r[m] for r in per_repo.values())) for m in METRICS}
+    rates_all = _pool(np.concatenate(pooled), np.concatenate(graded))
+    return {"rates": rates_all, "per_repo": per_repo, "fitted": fitted, "spread": spread}
 
 
-def _pool(rows: list[tuple[int, ...]], graded: list[bool]) -> dict[str, float]:
-    table, mask = np.array(rows), np.array(graded, dtype=bool)
-    return {
-        metric: 100.0 * float((table[mask, i] if metric.startswith("entity") else table[:, i]).mean())
-        for i, metric in enumerate(METRICS)
-    }
+def _pool(table: Array, graded: Array) -> dict[str, float]:
+    mask = np.asarray(graded, dtype=bool)
+    out: dict[str, float] = {}
+    for i, metric in enumerate(METRICS):
+        rows = table[mask, i] if metric.startswith("entity") else table[:, i]
+        out[metric] = 100.0 * float(rows.mean()) if rows.size else 0.0
+    return out

@@ -1,5 +1,6 @@
-"""The localization bench's fit (bench/localize_fit.py): its matrix ranking is `rank`, on real signals of a built
-repository, and its coordinate search finds the weight a case needs."""
+"""The localization bench's fit (bench/localize_fit.py): its matrix ranking (per instance and stacked) is `rank`, on
+real signals of a built repository; its best-improvement search from several starts finds the weight a case needs,
+takes the best single move each round, keeps the best start, and leaves given weights as they are when not fitting."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def records(
 
 def weights_of(params: dict[str, float]) -> Weights:
     packaged = Weights.load()
-    shares = {n: params[n] for n in ("entity_to_file", "file_to_entity", "peripheral_prior", *KIND_PRIORS.values())}
+    names = ("entity_to_file", "file_to_entity", "peripheral_prior", "member_yield", *KIND_PRIORS.values())
+    shares = {n: params[n] for n in names}
     table = MappingProxyType({n: params[n] for n in packaged.weights})
     return replace(packaged, weights=table, tuning=replace(packaged.tuning, **shares))
 
@@ -73,6 +75,8 @@ def weights_of(params: dict[str, float]) -> Weights:
         {"identifier": 0.0, "qualified": 2.0, "test_callee": 1.5, "entity_to_file": 0.0},
         {"own_name": 1.0, "param_name": 2.0, "named_member": 1.5, "class_prior": 0.25},
         {"bm25": 0.0, "own_name": 2.0, "class_prior": 0.0, "function_prior": 0.5},
+        {"member_yield": 0.5, "dispatch": 1.0, "class_prior": 1.25},
+        {"member_yield": 1.0, "caller": 2.0, "file_to_entity": 0.0},
     ),
 )
 def test_the_matrix_ranking_is_rank(tmp_path: Path, fitting: ModuleType, changes: dict[str, float]) -> None:
@@ -84,7 +88,12 @@ def test_the_matrix_ranking_is_rank(tmp_path: Path, fitting: ModuleType, changes
         expected = tuple(int(record["gold_files"][0] in ranked_files[:k]) for k in (1, 3, 5)) + tuple(
             int(record["gold_entities"][0] in ranked[:k]) for k in (1, 5, 10)
         )
-        assert fitting.hits(fitting.instance(record, is_peripheral), params) == expected
+        case = fitting.instance(record, is_peripheral)
+        assert fitting.hits(case, params) == expected
+        assert tuple(fitting.batch_hits(fitting.batch([case]), params)[0]) == expected
+    cases = [fitting.instance(r, is_peripheral) for r in found]
+    stacked = fitting.batch_hits(fitting.batch(cases), params)
+    assert [tuple(row) for row in stacked] == [fitting.hits(c, params) for c in cases]
 
 
 def test_the_fit_turns_on_the_signal_the_cases_need(tmp_path: Path, fitting: ModuleType) -> None:
@@ -101,3 +110,71 @@ def test_the_fit_turns_on_the_signal_the_cases_need(tmp_path: Path, fitting: Mod
     folds = fitting.leave_one_repo_out(cases, initial, frozen=naming)
     assert set(folds["fitted"]) == {"acme/web", "acme/other"}
     assert folds["fitted"]["acme/web"] == fitting.fit([c for c in cases if c.repo != "acme/web"], initial, naming)
+
+
+def synthetic(fitting: ModuleType) -> list[Any]:
+    """Six instances of two repositories, made up: gold `m.py::A.f`, which BM25 puts below the class holding it and
+    a sibling, a frame points at, and the file-level BM25 puts in the second file of each."""
+    made = []
+    for number in range(6):
+        entity = {
+            "bm25": {"m.py::A": 1.0, "m.py::A.f": 0.7 + 0.05 * number, "m.py::B.g": 0.9, "n.py::h": 0.6},
+            "traceback": {"m.py::A.f": 0.49} if number % 3 else {"n.py::h": 1.0},
+            "caller": {"n.py::h": 0.5, "m.py::B.g": 0.3},
+        }
+        made.append(
+            {
+                "instance_id": f"x-{number}",
+                "repo": f"acme/{'one' if number < 3 else 'two'}",
+                "entity_signals": entity,
+                "file_signals": {"bm25_file": {"n.py": 1.0, "m.py": 0.8}},
+                "kinds": {"m.py::A": "class"},
+                "gold_files": ["m.py"],
+                "gold_entities": ["m.py::A.f"],
+            }
+        )
+    return [fitting.instance(r, is_peripheral) for r in made]
+
+
+def test_each_round_takes_the_best_single_move(fitting: ModuleType) -> None:
+    cases = synthetic(fitting)
+    stack = fitting.batch(cases)
+    initial = {**fitting.neutral(fitting.start(Weights.load())), "traceback": 0.0, "caller": 0.0}
+    names = [n for n in initial if n not in fitting.UNFIT]
+    moves = [{**initial, n: v} for n in names for v in fitting._candidates(n, initial[n])]
+    best = max(fitting.objective(stack, m) for m in moves)
+    assert best > fitting.objective(stack, initial)
+    assert fitting.objective(stack, fitting.climb(stack, initial, rounds=1)) == best
+    assert fitting.objective(stack, fitting.climb(stack, initial)) >= best
+    gain = best - fitting.objective(stack, initial)
+    assert fitting.climb(stack, initial, min_gain=gain) == initial  # no move gains more than that
+    assert fitting.climb(stack, initial, rounds=1, min_gain=gain / 2) == fitting.climb(stack, initial, rounds=1)
+
+
+def test_the_fit_keeps_the_best_start_and_leaves_given_weights_when_not_fitting(fitting: ModuleType) -> None:
+    cases = synthetic(fitting)
+    stack = fitting.batch(cases)
+    packaged = fitting.start(Weights.load())
+    initial = fitting.neutral(packaged)
+    assert fitting.climb(stack, packaged, rounds=0) == packaged
+    assert fitting.rates(cases, packaged) == fitting.rates(stack, packaged)
+    begun = fitting.starts(initial, frozen=("traceback",), seeds=3)
+    assert begun[0] == initial and len({tuple(s.values()) for s in begun}) == 4
+    assert all(s["traceback"] == initial["traceback"] and s["sbfl"] == initial["sbfl"] for s in begun)
+    fitted = fitting.fit(stack, initial, seeds=3, also=(packaged,))
+    climbed = [fitting.objective(stack, fitting.climb(stack, s)) for s in [packaged, *fitting.starts(initial)]]
+    assert fitting.objective(stack, fitted) == max(climbed)
+    frozen = fitting.fit(stack, initial, frozen=("member_yield",), seeds=2)
+    assert frozen["member_yield"] == initial["member_yield"] == 0.0
+
+
+def test_the_shortlist_keeps_gold_and_what_probes_rank_and_folds_spread(fitting: ModuleType) -> None:
+    cases = synthetic(fitting)
+    initial = fitting.neutral(fitting.start(Weights.load()))
+    short = fitting.shortlist(cases, [initial], depth=1)
+    assert all(c.gold_entity.any() and len(c.entity_order) <= 2 for c in short)
+    assert fitting.rates(short, initial)["entity@1"] == fitting.rates(cases, initial)["entity@1"]
+    folds = fitting.leave_one_repo_out(cases, initial, search=short, seeds=1)
+    assert set(folds["per_repo"]) == {"acme/one", "acme/two"}
+    low, high = folds["spread"]["entity@1"]
+    assert low == min(r["entity@1"] for r in folds["per_repo"].values()) <= high

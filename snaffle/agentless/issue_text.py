@@ -36,6 +36,29 @@ VERSION_LINE_RE = re.compile(
 )
 """`numpy: 1.19.1`, `pytest==6.0`, `cftime: None`: a pasted environment report, not the bug."""
 URL_RE = re.compile(r"\bhttps?://\S+")
+TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
+"""A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
+ENVIRONMENT_LINE_RE = re.compile(
+    r"^[ \t]*[-*+][ \t]+(?P<label>[A-Za-z][\w./()-]*(?:[ \t]+[\w./()-]+){0,3})[ \t]*:[ \t].*$\n?", re.MULTILINE
+)
+"""`- Python version: 3.9`, `- Sphinx extensions: [...]`, `* OS: Mac`: a list item `label: value` ..."""
+ENVIRONMENT_LABEL_RE = re.compile(
+    r"\b(?:versions?|os|python|platform|extensions?|tools|browser|system|installed|installation|environment|"
+    r"machine|distribution|compiler|backend)\b",
+    re.IGNORECASE,
+)
+"""... whose label names a part of the reporter's environment: a template's environment list, item by item."""
+MARKUP_RE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)|<[A-Za-z/][^>\n]*>")
+"""Images and HTML tags (`![image](...)`, `<img width=612 alt="Screen Shot">`, `<details>`)."""
+STOCK_SENTENCES = (
+    "A clear and concise description of what",
+    "Steps to reproduce the behavior",
+    "If applicable, add screenshots to help explain your problem",
+    "Add any other context about the problem here",
+    "Link to your",
+    "[e.g.",
+)
+"""Prompts of the common issue templates that reporters leave in place (GitHub's default bug report among them)."""
 MESSAGE_RE = re.compile(
     r"^[ \t]*(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL|E)\b:?[ \t]*(?P<message>\S.*)$", re.MULTILINE
 )
@@ -85,9 +108,12 @@ class IssueFacts:
     """(variable, the last name of the callable whose call the issue's code assigned to it): `a = FiniteSet(1)`."""
 
 
-def parse_issue(text: str) -> IssueFacts:
-    """Extract identifiers (from code spans, and CamelCase/snake_case prose), paths, frames and query words."""
+def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
+    """Extract identifiers (from code spans, and CamelCase/snake_case prose), paths, frames and query words;
+    with `strip_template`, from the text `without_template`."""
     text = strip_noise(text)
+    if strip_template:
+        text = without_template(text)
     paths = _unique(PATH_RE.findall(text))
     text = URL_RE.sub(" ", text)
     spans = code_spans(text)
@@ -113,6 +139,23 @@ def parse_issue(text: str) -> IssueFacts:
 def strip_noise(text: str) -> str:
     """Drop template comments and pasted environment reports (`package: version` lines)."""
     return VERSION_LINE_RE.sub("", HTML_COMMENT_RE.sub(" ", text))
+
+
+def without_template(text: str) -> str:
+    """The text outside fenced code without template headings, environment list items, images, HTML tags and the
+    lines holding a template's stock sentence: the words a reporter did not write about this bug."""
+    pieces = re.split(r"(```.*?```)", text, flags=re.DOTALL)
+    return "".join(piece if piece.startswith("```") else _template_free(piece) for piece in pieces)
+
+
+def _template_free(prose: str) -> str:
+    lines = (line for line in prose.splitlines(keepends=True) if not any(s in line for s in STOCK_SENTENCES))
+    kept = ENVIRONMENT_LINE_RE.sub(_environment_item, TEMPLATE_HEADING_RE.sub("", "".join(lines)))
+    return MARKUP_RE.sub(" ", kept)
+
+
+def _environment_item(match: re.Match[str]) -> str:
+    return "" if ENVIRONMENT_LABEL_RE.search(match["label"]) else match[0]
 
 
 def imports(code: str) -> list[tuple[str, str]]:

@@ -50,6 +50,8 @@ PAGERANK_SEEDS = 10
 """The named entities the PageRank restarts at."""
 FRAME_NAME_MISS = 0.5
 """A frame whose function is not defined in its file counts this much at the entity of its line."""
+DISPATCH_MIN_CHARS = 3
+"""The shortest name the dispatch signal matches after a handler's prefix (`_print_` + `Add`)."""
 OWN_NAME_FILES = 10
 """The files (ranked by their file-level signals) whose entities the own-name and parameter signals look at."""
 SELF_NAMES = frozenset({"self", "cls", "args", "kwargs"})
@@ -111,6 +113,7 @@ ENTITY_SIGNALS = (
     "named_member",
     "own_name",
     "param_name",
+    "dispatch",
     "sbfl",
     *EXECUTION_SIGNALS,
 )
@@ -133,6 +136,7 @@ class Tuning:
     peripheral_prior: float
     class_prior: float
     function_prior: float
+    member_yield: float
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,8 @@ class Weights:
     tuning: Tuning
     entity_bm25: Bm25Params
     file_bm25: Bm25Params
+    strip_template: bool
+    """[issue]: drop an issue template's headings, stock sentences and environment lines from the query words."""
 
     @classmethod
     def load(cls) -> Weights:
@@ -164,6 +170,7 @@ class Weights:
             data.record(Tuning, part("tuning"), f"{where} [tuning]"),
             data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
             data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
+            bool(data.required(part("issue"), ("strip_template",), f"{where} [issue]")["strip_template"]),
         )
 
 
@@ -181,6 +188,7 @@ class Tables:
     by_token: dict[str, list[Entity]]
     numbers: dict[Entity, tuple[int, int]]
     files_by_name: dict[str, list[str]]
+    by_suffix: dict[str, list[Entity]]
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,7 @@ class Localizer:
             by_token=_token_table(candidates),
             numbers=numbers,
             files_by_name=_group_by_basename(files),
+            by_suffix=_suffix_table(candidates),
         )
         return self
 
@@ -250,7 +259,7 @@ class Localizer:
     ) -> Localization:
         """`execution`: scores per signal of `EXECUTION_SIGNALS`, from running the issue's snippets."""
         started = time.monotonic()
-        found = self.signals(parse_issue(issue), sbfl)
+        found = self.signals(parse_issue(issue, self.weights.strip_template), sbfl)
         if execution:
             found = Signals({**found.entity, **{k: execution.get(k, {}) for k in EXECUTION_SIGNALS}}, found.file)
         files, entities = rank(found, self.weights, top)
@@ -300,6 +309,7 @@ class Localizer:
             "named_member": lambda: self.named_member(facts),
             "own_name": lambda: self.own_name(facts, files),
             "param_name": lambda: self.param_name(facts, files),
+            "dispatch": lambda: self.dispatch(facts),
         }
         return {name: scorer() for name, scorer in scorers.items() if run(name)}
 
@@ -444,6 +454,18 @@ class Localizer:
             if matched := len(parameters & names):
                 found[entity] = 1.0 - 0.5**matched
         return found
+
+    def dispatch(self, facts: IssueFacts) -> Scores:
+        """Functions and methods named for a type or name the issue uses, after a prefix (`_print_MatAdd`,
+        `visit_literal`, `_eval_is_zero` for `MatAdd`, `literal`, `is_zero`): the handler a dispatcher picks for
+        it. A name that many entities handle counts less (as `identifier`)."""
+        names = {i.rsplit(".", 1)[-1] for i in (*facts.code_identifiers, *facts.prose_identifiers)}
+        scores: Scores = {}
+        for name in (n for n in names if len(n) >= DISPATCH_MIN_CHARS):
+            matches = self.tables.by_suffix.get(name, [])
+            for entity in matches:
+                scores[entity] = max(scores.get(entity, 0.0), 1.0 / math.log2(1 + len(matches)))
+        return scores
 
     def _pointed_entities(self, files: Mapping[str, FileScores]) -> list[Entity]:
         """The entities of the `OWN_NAME_FILES` non-test files with the highest sum of file-level signals."""
@@ -662,6 +684,19 @@ def _token_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
     return dict(by_token)
 
 
+def _suffix_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
+    """Functions and methods by what follows each `_` of their name past a prefix: `_print_MatAdd` under `MatAdd`,
+    `_eval_is_zero` under `is_zero` and `zero` (the name itself, and a bare leading `_`, are not suffixes)."""
+    by_suffix: dict[str, list[Entity]] = defaultdict(list)
+    for entity in (e for e in entities if e.kind in ("function", "method") and e.qualname):
+        name = entity.name.lstrip("_")
+        for at in (i for i, c in enumerate(name) if c == "_" and 0 < i < len(name) - 1):
+            suffix = name[at + 1 :].lstrip("_")
+            if suffix and not suffix.endswith("_"):
+                by_suffix[suffix].append(entity)
+    return dict(by_suffix)
+
+
 def _member_table(entities: Iterable[Entity]) -> dict[Entity, list[Entity]]:
     """Each class's methods (direct members only)."""
     classes: dict[tuple[str, str], Entity] = {}
@@ -707,10 +742,36 @@ def rank(
         p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * _prior(p, tuning) for p in {*best, *file_level}
     }
     totals = {e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning) for e, v in evidence.items()}
+    if tuning.member_yield > 0:
+        totals = yield_to_members(totals, tuning.member_yield)
     ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
     ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
     entities = tuple(RankedEntity(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
     return tuple((p, s) for p, s in ranked_files if s > 0), entities
+
+
+def yield_to_members(totals: Scores, share: float) -> Scores:
+    """A class or function whose best contained entity (a method, a nested function) scores at least `1 - share`
+    of its own score is placed just below that entity: an issue names the class it used, and a function's body
+    holds its nested functions' words, while the fix is mostly in the member (issue 17: `HTTPDigestAuth` above
+    `HTTPDigestAuth.build_digest_header`). Measured: it also moves down the containers that are the gold."""
+    by_selector = {e.selector: e for e in totals}
+    best: dict[Entity, float] = {}
+    for entity, value in totals.items():
+        for outer in (by_selector[s] for s in container_selectors(entity.selector) if s in by_selector):
+            best[outer] = max(best.get(outer, 0.0), value)
+    moved = dict(totals)
+    for outer, inner in best.items():
+        if 0 < inner < totals[outer] and inner >= (1 - share) * totals[outer]:
+            moved[outer] = math.nextafter(inner, 0.0)
+    return moved
+
+
+def container_selectors(selector: str) -> list[str]:
+    """The selectors of the definitions a selector's qualname lies in: `p::A.b.c` -> `p::A`, `p::A.b`."""
+    path, _, qualname = selector.partition("::")
+    parts = qualname.split("@")[0].split(".")
+    return [f"{path}::{'.'.join(parts[:end])}" for end in range(1, len(parts))]
 
 
 def _evidence(
