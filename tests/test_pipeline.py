@@ -349,6 +349,16 @@ def test_a_model_measured_to_do_better_one_shot_gets_it_by_default(
     assert header is not None and header["config"]["pipeline"]["one_shot"] is True
 
 
+def test_the_switch_flags_reach_the_pipeline_config() -> None:
+    parser = argparse.ArgumentParser()
+    add_pipeline_args(parser)
+    assert pipeline_config(parser.parse_args([])) == PipelineConfig(one_shot=None)  # the data's defaults
+    chosen = pipeline_config(
+        parser.parse_args(["--early-stop", "--extra-samples", "--max-samples", "5", "--no-feedback"])
+    )
+    assert (chosen.early_stop, chosen.extra_samples, chosen.max_samples, chosen.feedback) == (True, True, 5, False)
+
+
 @pytest.mark.parametrize(("flags", "one_shot"), [([], None), (["--one-shot"], True), (["--loop"], False)])
 def test_one_shot_and_loop_flags(flags: list[str], one_shot: bool | None) -> None:
     parser = argparse.ArgumentParser()

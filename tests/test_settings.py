@@ -55,6 +55,22 @@ def test_default_then_file_then_c_then_flag(tmp_path: Path) -> None:
     assert got["repair_turns"] == {"value": 9, "from": "flag"}
 
 
+def test_the_pipeline_switches_are_settings(tmp_path: Path) -> None:
+    config = write(tmp_path / "exp.toml", "early_stop = true\nmax_samples = 4\n")
+    got = shown("solve", "--config", str(config), "-c", "extra_samples=true", "--no-evidence-veto")
+    assert got["early_stop"] == {"value": True, "from": f"config {config}"}
+    assert got["extra_samples"] == {"value": True, "from": "-c"}
+    assert got["evidence_veto"] == {"value": False, "from": "flag"}
+    assert got["max_samples"] == {"value": 4, "from": f"config {config}"}
+    assert got["docstrings_apart"] == {"value": False, "from": "default"}
+
+
+def test_max_samples_below_one_is_refused(tmp_path: Path) -> None:
+    args = ("--max-samples", "0", "--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"))
+    proc = snaffle("solve", *args, "--base-url", "http://127.0.0.1:9/v1")
+    refused(proc, "--max-samples must be at least 1")
+
+
 def test_the_environment_sits_between_the_defaults_and_the_file(tmp_path: Path) -> None:
     env = {"SNAFFLE_MODEL": "from-env"}
     assert shown("solve", env=env)["model"] == {"value": "from-env", "from": "env SNAFFLE_MODEL"}
@@ -129,6 +145,8 @@ def test_a_bad_config_file_is_one_line_naming_the_key(tmp_path: Path, text: str,
         ("timeout=soon", ("timeout", "number")),
         ("apply=maybe", ("apply", "true or false")),
         ("sandbox=docker", ("sandbox", "bubblewrap")),
+        ("early_stop=maybe", ("early_stop", "true or false")),
+        ("max_samples=many", ("max_samples", "integer")),
     ),
 )
 def test_a_bad_override_is_one_line_naming_the_key(tmp_path: Path, override: str, words: tuple[str, ...]) -> None:

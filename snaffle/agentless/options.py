@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from snaffle import data
-from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.config import EXECUTION_SWITCHES, PROMPT_SWITCHES, SAMPLING_SWITCHES, PipelineConfig
 from snaffle.exceptions import UserError
 from snaffle.primitives.extract import EDIT_FORMAT_CHOICES
 from snaffle.types import Limits
@@ -60,6 +60,26 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--no-reproduce", dest="reproduce", action="store_false", default=defaults.reproduce, help=reproduce
     )
+    for name in SWITCHES:
+        flag, default = "--" + name.replace("_", "-"), getattr(defaults, name)
+        help_text = f"{SWITCH_HELP[name]} (default: {'on' if default else 'off'}; data/agentless.toml)"
+        group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+    ceiling = "the most samples --extra-samples draws (default %(default)s)"
+    group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
+
+
+SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES)
+"""The [pipeline] switches a run may set: `--NAME` / `--no-NAME`, or `-c NAME=true`."""
+SWITCH_HELP = {
+    "feedback": "a one-shot sample whose patch fails the evidence is told the failure and asked again",
+    "one_entity": "sample i rewrites candidate i; the other candidates are shown as signatures only",
+    "stop_after_block": "generation stops after the answer's first complete code block",
+    "bound_max_tokens": "max_tokens from the size of the definition to rewrite",
+    "evidence_veto": "a patch leaving reproduced evidence failing is dropped, not kept as a best guess",
+    "early_stop": "draw no more samples once the selected one is validated",
+    "extra_samples": "while no sample is validated and evidence could tell, draw up to --max-samples",
+    "docstrings_apart": "one-shot rewrites see each candidate's docstring above its code, not in it",
+}
 
 
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
@@ -67,6 +87,8 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         raise UserError("--samples, --top-k and --repair-turns must be at least 1")
     if args.concurrency < 0:
         raise UserError("--concurrency must be 0 (the endpoint's slots) or more")
+    if args.max_samples < 1:
+        raise UserError("--max-samples must be at least 1")
     return PipelineConfig(
         samples=args.samples,
         temperature=args.sample_temperature,
@@ -76,4 +98,6 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         edit_format=args.edit_format,
         repair_turns=args.repair_turns,
         reproduce=args.reproduce,
+        max_samples=args.max_samples,
+        **{name: getattr(args, name) for name in SWITCHES},
     )
