@@ -126,7 +126,8 @@ def test_the_reproduction_prompt_says_what_the_snippet_did(scripted: Start, tmp_
         [{"content": repro, "expect_contains": told}, edit("shelf/core.py::Shelf.__setitem__", FIX, ""), DONE]
     )
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, switches=replace(switch_defaults(), reproduce_facts=True), reproduce=True)
+    switches = replace(switch_defaults(), reproduce_facts=True, snippet_test=False)  # the model writes the test
+    pipeline = PipelineConfig(samples=1, switches=switches, reproduce=True)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )

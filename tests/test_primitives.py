@@ -188,12 +188,21 @@ def test_rewrite_keeps_decorators_the_answer_dropped(view: RepoView) -> None:
         ("geo/shapes.py::parse_shape", "class parse_shape:\n    pass\n", "into a class"),
         ("geo/shapes.py::Shape", "class Shape:\n    def area(self):\n        return 0\n", "drops Meta, describe"),
         ("geo/shapes.py::parse_shape", "def parse_shape(text:\n", "does not parse"),
+        ("geo/shapes.py::Circle.scaled", "def scaled(self):\n    return self\n", "drops parameter k of"),
+        ("geo/shapes.py::Circle.scaled", "def scaled(self, factor):\n    return self\n", "drops parameter k of"),
     ],
 )
 def test_rewrite_rejections(view: RepoView, selector: str, new_source: str, message: str) -> None:
     Reader(view).read_entity(selector, window=0)
     with pytest.raises(ToolFailure, match=message):
         EntityEditor(view).edit_entity(selector, new_source=new_source)
+
+
+def test_a_rewrite_may_add_a_parameter(view: RepoView) -> None:
+    Reader(view).read_entity("geo/shapes.py::Circle.scaled", window=0)
+    answer = "def scaled(self, k, copy=True):\n    return Circle(self.r * k)\n"
+    EntityEditor(view).edit_entity("geo/shapes.py::Circle.scaled", new_source=answer)
+    assert "def scaled(self, k, copy=True):" in (view.workspace.root / "geo" / "shapes.py").read_text()
 
 
 def test_nearest_candidate_ignores_whitespace() -> None:

@@ -169,6 +169,7 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
         segment = _decorators(old) + segment
     segment = keep_docstring(old, segment)
     _check_members(entity, old, segment)
+    _check_parameters(entity, old, node)
     return _indented(segment, entity.indent)
 
 
@@ -283,6 +284,29 @@ def _check_members(entity: Entity, old: str, segment: str) -> None:
     dropped = sorted(before - after)
     if dropped:
         raise ToolFailure(f"new_source drops {', '.join(dropped)} from {entity.selector}; keep every definition")
+
+
+def _check_parameters(entity: Entity, old: str, node: ast.AST) -> None:
+    """A rewritten function keeps every parameter it had (callers pass them, by position or by name); it may add
+    some. The prompt says to keep the signature; a weak model's answers drop parameters it does not use."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return
+    try:
+        before = _first_definition(textwrap.dedent(old))
+    except SyntaxError:
+        return
+    if not isinstance(before, ast.FunctionDef | ast.AsyncFunctionDef):
+        return
+    dropped = [name for name in _parameters(before) if name not in _parameters(node)]
+    if dropped:
+        names = ", ".join(dropped)
+        raise ToolFailure(f"new_source drops parameter {names} of {entity.selector}; keep its signature")
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = node.args
+    named = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+    return [a.arg for a in named]
 
 
 def answer_imports(answer: str, module: str) -> list[str]:
