@@ -33,7 +33,7 @@ def counts(outcomes: TestOutcomes) -> dict[str, int]:
 
 def works(outcomes: TestOutcomes) -> bool:
     """Some related test ran to a verdict: it passed, or failed an assertion (an error is no verdict)."""
-    return outcomes.ran and bool(outcomes.passed or outcomes.failed - outcomes.errored)
+    return outcomes.ran and bool(outcomes.passed or outcomes.asserted)
 
 
 def verdict(

@@ -511,7 +511,7 @@ MAX_FAILING_SHARE = 0.5
 def existing_failures(before: TestOutcomes, index: RepoIndex) -> tuple[str, ...]:
     """Related tests that failed an assertion on the original (errors, collection errors and import failures are
     not evidence), as pytest node ids; none when so many fail that the environment is the likelier cause."""
-    failed = sorted(before.failed - before.errored)
+    failed = sorted(before.asserted)
     ran = len(before.passed) + len(failed)
     if not failed or len(failed) > MAX_EXISTING_FAILURES or len(failed) > MAX_FAILING_SHARE * ran:
         return ()

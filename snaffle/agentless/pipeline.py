@@ -249,7 +249,7 @@ class Pipeline:
     def can_validate(self) -> bool:
         """Something could show a sample's fix: the evidence that reproduced the issue, or related tests that fail
         on the original."""
-        return bool(self.evidence) or bool(self.before.failed - self.before.errored)
+        return bool(self.evidence) or bool(self.before.asserted)
 
     def draw(self, context: RepairContext, numbers: range) -> list[CandidatePatch]:
         """Samples `numbers`, `self.workers` at once, then each validated."""
@@ -364,7 +364,7 @@ class Pipeline:
 
     def fixes_existing(self, after: TestOutcomes) -> bool:
         """Every related test that failed on the original passes with the patch."""
-        names = self.before.failed - self.before.errored
+        names = self.before.asserted
         return bool(names) and names <= after.passed
 
     def passes(self, clone: Workspace, targets: list[str], patch: str) -> bool | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from snaffle import prompts
@@ -62,11 +62,12 @@ class RepairContext:
     @classmethod
     def build(cls, index: RepoIndex, located: Localization, top_k: int) -> RepairContext:
         entities = [index.resolve(c.selector) for c in located.entities if c.selector != c.path][:top_k]
-        blocks = tuple(_shown(index, e) for e in entities)
+        sources = [_lines(index, e) for e in entities]
+        blocks = tuple(_shown(e, lines) for e, lines in zip(entities, sources, strict=True))
         names = tuple(e.name for e in entities)
         sizes = tuple(e.end_line - e.start_line + 1 for e in entities)
         signatures = tuple(signature_of(block) for block in blocks)
-        apart = tuple(_shown(index, e, docstring_apart) for e in entities)
+        apart = tuple(_shown(e, docstring_apart(lines)) for e, lines in zip(entities, sources, strict=True))
         selectors = tuple(e.selector for e in entities)
         return cls(selectors, names, "\n\n".join(blocks), sizes, blocks, signatures, apart)
 
@@ -111,9 +112,11 @@ def signature_of(block: str) -> str:
 HEADER_STARTS = ("def ", "async def ", "class ")
 
 
-def _shown(index: RepoIndex, entity: Entity, arrange: Callable[[list[str]], list[str]] = list) -> str:
-    source = index.source(entity.path).decode("utf-8", "replace").splitlines()
-    lines = arrange(source[entity.start_line : entity.end_line + 1])
+def _lines(index: RepoIndex, entity: Entity) -> list[str]:
+    return index.source(entity.path).decode("utf-8", "replace").splitlines()[entity.start_line : entity.end_line + 1]
+
+
+def _shown(entity: Entity, lines: list[str]) -> str:
     cut = f"\n    ... ({len(lines) - INLINE_BODY_LINES} more lines)" if len(lines) > INLINE_BODY_LINES else ""
     return f"# {entity.selector}\n" + "\n".join(lines[:INLINE_BODY_LINES]) + cut
 

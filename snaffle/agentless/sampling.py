@@ -38,7 +38,7 @@ class SamplingPlan:
     def next_batch(self, candidates: Sequence[CandidatePatch], can_validate: bool) -> range | None:
         """The sample numbers to draw next, or None: enough (a validated candidate, with `early_stop` or once
         `samples` are drawn; or the ceiling reached)."""
-        drawn, fixed = len(candidates), shows_fix(candidates)
+        drawn, fixed = len(candidates), validated_choice(candidates) is not None
         if fixed and (self.early_stop or drawn >= self.samples):
             return None
         ceiling = self.samples if fixed else self.ceiling(can_validate)
@@ -51,13 +51,14 @@ class SamplingPlan:
         drawn, ceiling = len(candidates), self.ceiling(can_validate)
         if capped:
             return f"{drawn} of {ceiling} samples: {capped}"
-        chosen = select(candidates)
-        if chosen is not None and shows_fix(candidates):
+        chosen = validated_choice(candidates)
+        if chosen is not None:
             return f"{drawn} of {ceiling} samples: sample {chosen.sample} is validated"
         why = "no sample is validated" if can_validate else "nothing could validate more"
         return f"{drawn} of {ceiling} samples: {why}"
 
 
-def shows_fix(candidates: Sequence[CandidatePatch]) -> bool:
-    """The candidate selection would choose is `validated` (a test or snippet shows the fix)."""
-    return ending(select(candidates), len(candidates), veto=True).status == "validated"
+def validated_choice(candidates: Sequence[CandidatePatch]) -> CandidatePatch | None:
+    """The candidate selection would choose, if it is `validated` (a test or snippet shows the fix)."""
+    chosen = select(candidates)
+    return chosen if ending(chosen, len(candidates), veto=True).status == "validated" else None

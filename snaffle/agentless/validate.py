@@ -31,6 +31,11 @@ class TestOutcomes:
     errored: frozenset[str] = frozenset()
     """Tests that errored (collection or fixture errors) rather than failed an assertion; also in `failed`."""
 
+    @property
+    def asserted(self) -> frozenset[str]:
+        """Tests that failed an assertion (not an error): what can be evidence of a bug."""
+        return self.failed - self.errored
+
 
 @dataclass(frozen=True)
 class CandidatePatch:

@@ -21,6 +21,7 @@ from snaffle.workspace import PathEscape
 
 DIFF_CONTEXT = 2
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class GateFailure(ToolFailure):
@@ -168,8 +169,7 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
     if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):
         segment = _decorators(old) + segment
     segment = keep_docstring(old, segment)
-    _check_members(entity, old, segment)
-    _check_parameters(entity, old, node)
+    _check_kept(entity, old, segment, node)
     return _indented(segment, entity.indent)
 
 
@@ -274,33 +274,23 @@ def _first_def_line(lines: list[str]) -> int:
     return next(i for i, line in enumerate(lines) if re.match(r"\s*(async\s+def|def|class)\b", line))
 
 
-def _check_members(entity: Entity, old: str, segment: str) -> None:
-    """A rewrite may change members but not drop nested definitions the entity had."""
+def _check_kept(entity: Entity, old: str, segment: str, node: ast.AST) -> None:
+    """A rewrite may change members but not drop nested definitions the entity had; a rewritten function keeps
+    every parameter it had (callers pass them, by position or by name) and may add some — the prompt says to keep
+    the signature, and a weak model's answers drop parameters they do not use."""
     try:
-        before = {n.name for n in ast.walk(ast.parse(textwrap.dedent(old))) if isinstance(n, DEFINITIONS)}
+        before = ast.parse(textwrap.dedent(old))
     except SyntaxError:  # the old text did not parse on its own (e.g. a multi-line string at column 0)
         return
-    after = {n.name for n in ast.walk(ast.parse(segment)) if isinstance(n, DEFINITIONS)}
-    dropped = sorted(before - after)
+    names = {n.name for n in ast.walk(before) if isinstance(n, DEFINITIONS)}
+    dropped = sorted(names - {n.name for n in ast.walk(ast.parse(segment)) if isinstance(n, DEFINITIONS)})
     if dropped:
         raise ToolFailure(f"new_source drops {', '.join(dropped)} from {entity.selector}; keep every definition")
-
-
-def _check_parameters(entity: Entity, old: str, node: ast.AST) -> None:
-    """A rewritten function keeps every parameter it had (callers pass them, by position or by name); it may add
-    some. The prompt says to keep the signature; a weak model's answers drop parameters it does not use."""
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return
-    try:
-        before = _first_definition(textwrap.dedent(old))
-    except SyntaxError:
-        return
-    if not isinstance(before, ast.FunctionDef | ast.AsyncFunctionDef):
-        return
-    dropped = [name for name in _parameters(before) if name not in _parameters(node)]
-    if dropped:
-        names = ", ".join(dropped)
-        raise ToolFailure(f"new_source drops parameter {names} of {entity.selector}; keep its signature")
+    old_function = next((n for n in before.body if isinstance(n, DEFINITIONS)), None)
+    if isinstance(node, FUNCTIONS) and isinstance(old_function, FUNCTIONS):
+        lost = [name for name in _parameters(old_function) if name not in _parameters(node)]
+        if lost:
+            raise ToolFailure(f"new_source drops parameter {', '.join(lost)} of {entity.selector}; keep its signature")
 
 
 def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
