@@ -480,6 +480,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
     "feedback": {"pipeline": {"feedback": True}},
+    "feedback_partial": {"pipeline": {"feedback_partial": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""

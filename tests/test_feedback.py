@@ -142,7 +142,7 @@ def test_a_repeated_answer_ends_the_rounds(calc_repo: Path, scripted: Start, tmp
 def test_one_entity_samples_each_target_one_candidate(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted([{"content": RIGHT}, {"content": "```python\ndef mul(a, b):\n    return b * a\n```"}])
     out = tmp_path / "run"
-    options = {"one_shot": True, "samples": 2, "top_k": 2, "reproduce": False, "one_entity": True}
+    options = {"one_shot": True, "samples": 2, "top_k": 2, "reproduce": False, "one_entity": True, "early_stop": False}
     attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options)
     first, second = (shown(r.body["messages"][0]["content"]) for r in server.requests)
     assert "return a - b" in first and "def mul(a, b):\n    ..." in first and "return a * b" not in first

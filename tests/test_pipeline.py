@@ -71,7 +71,7 @@ def test_traceback_issue_is_fixed_by_vote(calc_repo: Path, scripted: Start, tmp_
     ]
     server = scripted(script)
     out = tmp_path / "run"
-    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, reproduce=False)
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, reproduce=False, early_stop=False)
     assert attempt.exit_status == "validated", stages(out)
     assert "+    return a + b\n" in attempt.patch and repo_tests_pass(calc_repo)
     trajectory = read_trajectory(out / "trajectory.jsonl")

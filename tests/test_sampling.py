@@ -33,7 +33,7 @@ def test_a_validated_sample_ends_the_draws(calc_repo: Path, scripted: Start, tmp
 def test_without_the_plan_every_sample_is_drawn_first(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
     server = scripted([{"content": REPRO}, {"content": RIGHT}, {"content": WRONG}, {"content": WRONG}])
     out = tmp_path / "run"
-    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **THREE)
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **THREE, early_stop=False)
     assert attempt.exit_status == "validated" and len(server.requests) == 4 and sampling(out) == []
     names = [stage for stage, _ in stages(out) if stage in ("repair", "validate")]
     assert names == ["repair"] * 3 + ["validate"] * 3  # today's order, byte for byte

@@ -125,7 +125,7 @@ def test_cosmetically_different_right_samples_win_the_vote(scripted: Start, tmp_
     answers = [DASH_REPRO, FIX_NEW_DOCSTRING, FIX_OTHER, FIX_FROM_IMPORT]
     server = scripted([{"content": a} for a in answers])
     out = tmp_path / "run"
-    attempt = agentless(repo, DASH_ISSUE, server.base_url, out, samples=3, **ONE_SHOT)
+    attempt = agentless(repo, DASH_ISSUE, server.base_url, out, samples=3, early_stop=False, **ONE_SHOT)
     assert attempt.exit_status == "validated", stages(out)
     stage = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] in ("validate",)]
     assert [s["passed"] for s in stage] == [["reproduction"]] * 3

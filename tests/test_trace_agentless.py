@@ -43,7 +43,7 @@ def run_agentless(repo: Path, server_url: str, out: Path, pipeline: PipelineConf
 @pytest.mark.parametrize(
     ("script", "pipeline"),
     [
-        ([REPRO, ADD_FIXED, MUL_BROKEN], PipelineConfig(samples=2, one_shot=True, top_k=2)),
+        ([REPRO, ADD_FIXED, MUL_BROKEN], PipelineConfig(samples=2, one_shot=True, top_k=2, early_stop=False)),
         ([REPRO, EDIT_ADD, {"content": "DONE"}], PipelineConfig(samples=1, one_shot=False)),
     ],
     ids=["one-shot", "loop"],

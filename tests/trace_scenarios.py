@@ -50,7 +50,7 @@ CLEAN = [bash(PYTEST, reasoning_content=REASONING), VIEW, FIX, bash(PYTEST), DON
 REPRO = {"content": "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n```"}
 ADD_FIXED = {"content": "The sum was a difference.\n\n```python\ndef add(a, b):\n    return a + b\n```"}
 MUL_BROKEN = {"content": "```python\ndef mul(a, b):\n    return a ** b\n```"}
-ONE_SHOT = PipelineConfig(samples=2, one_shot=True, top_k=2)
+ONE_SHOT = PipelineConfig(samples=2, one_shot=True, top_k=2, early_stop=False)  # both samples drawn and traced
 """The agentless arm as the weak model runs it: a reproduction call, then two one-shot samples."""
 
 

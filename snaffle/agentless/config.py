@@ -16,7 +16,14 @@ if TYPE_CHECKING:
     from snaffle.agentless.facts import SnippetLimits
 
 DATA_FILE = "agentless.toml"
-EXECUTION_SWITCHES = ("feedback", "one_entity", "stop_after_block", "bound_max_tokens", "evidence_veto")
+EXECUTION_SWITCHES = (
+    "feedback",
+    "feedback_partial",
+    "one_entity",
+    "stop_after_block",
+    "bound_max_tokens",
+    "evidence_veto",
+)
 PROMPT_SWITCHES = ("docstrings_apart",)
 """How candidates are shown (agentless/docstrings.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 """Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
@@ -140,6 +147,8 @@ class PipelineConfig:
     stop_after_green: bool = _from_data("stop_after_green")
     feedback: bool = _from_data("feedback")
     """A sample whose patch fails the evidence gets `feedback_rounds` follow-up calls (agentless/feedback.py)."""
+    feedback_partial: bool = _from_data("feedback_partial")
+    """Feedback rounds only for a partial fix: an expectation that failed on the original holds, another fails."""
     feedback_rounds: int = _from_data("feedback_rounds")
     one_entity: bool = _from_data("one_entity")
     """Sample i rewrites candidate i (mod k); the other candidates are shown as signatures only."""

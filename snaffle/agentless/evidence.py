@@ -16,6 +16,8 @@ class Verdict:
     evidence: str
     passed: bool | None
     failure: str = ""
+    progress: bool = False
+    """Failed, but less than on the original tree: an expectation that failed there holds now (a partial fix)."""
 
 
 class Evidence(Protocol):

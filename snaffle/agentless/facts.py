@@ -363,9 +363,8 @@ def judged(name: str, run: SnippetRun, after: Observation) -> Verdict:
     wrong = [e for e, m in zip(run.snippet.expectations, after.met, strict=False) if m is False]
     if wrong:
         got = after.values[wrong[0].statement] if wrong[0].statement < len(after.values) else None
-        return Verdict(
-            name, False, f"{name}: `{statement_of(run, wrong[0].statement)}` gives {got}, expected {wrong[0].expected}"
-        )
+        failure = f"{name}: `{statement_of(run, wrong[0].statement)}` gives {got}, expected {wrong[0].expected}"
+        return Verdict(name, False, failure, progress=newly_met(before.met, after.met))
     if after.raised is None:
         return Verdict(name, True)
     same = before.raised is not None and (before.raised.type, before.raised.message) == (
@@ -375,6 +374,11 @@ def judged(name: str, run: SnippetRun, after: Observation) -> Verdict:
     if same or (before.raised is not None and before.raised.type == after.raised.type):
         return Verdict(name, False, f"{name} still raises {cut_line(after.raised.line)}{where(after.raised)}")
     return Verdict(name, None, f"{name} now raises {cut_line(after.raised.line)}{where(after.raised)}")
+
+
+def newly_met(before: Sequence[bool | None], after: Sequence[bool | None]) -> bool:
+    """An expectation that failed on the original tree holds on the patched one."""
+    return any(was is False and now is True for was, now in zip(before, after, strict=False))
 
 
 def statement_of(run: SnippetRun, number: int) -> str:

@@ -104,7 +104,7 @@ def closed_fence(text: str) -> str:
 
 def rounds_allowed(config: PipelineConfig, limits: Limits, calls_so_far: int) -> int:
     """Follow-up calls this sample may make: the configured rounds within the sample's turn cap."""
-    if not config.feedback:
+    if not (config.feedback or config.feedback_partial):
         return 0
     if limits.max_turns:
         return max(0, min(config.feedback_rounds, limits.max_turns - calls_so_far))
@@ -155,18 +155,19 @@ def run_rounds(
     io: tuple[TrajectorySink, Pricer],
     rounds: int,
     limits: Limits,
+    partial_only: bool = False,
 ) -> Rounds | None:
     """Judge the applied answer; while evidence fails and rounds are left, show the failure and apply the next
-    answer; an answer repeating the last one ends the rounds. None when no round was run (no evidence, no rounds,
-    or the first answer already passes)."""
+    answer; an answer repeating the last one ends the rounds (so does one that is no partial fix, when
+    `partial_only`). None when no round was run (no evidence, no rounds, or the first answer already passes)."""
     if not evidence or rounds < 1:
         return None
     sink, talk, usage, result = io[0], conversation, Usage(), None
     for number in range(1, rounds + 1):
         verdicts = judge_all(evidence, clone, sandbox)
         failure = failure_text(verdicts)
-        halt = (
-            "evidence passes" if not failure else "token cap reached" if _over_tokens(limits, usage, talk.reply) else ""
+        halt = halt_reason(failure, verdicts, partial_only) or (
+            "token cap reached" if _over_tokens(limits, usage, talk.reply) else ""
         )
         if halt:
             sink.write(feedback_stage(number, verdicts, failure, halt))
@@ -188,6 +189,16 @@ def run_rounds(
         if talk.reply.content.strip() == last.content.strip():
             break  # the same answer to the same failure: the next round would ask the same thing again
     return result
+
+
+def halt_reason(failure: str, verdicts: Sequence[Verdict], partial_only: bool) -> str:
+    """Why no round is asked on these verdicts ("" to ask): nothing fails, or (`partial_only`) nothing shows the
+    answer got part of the way."""
+    if not failure:
+        return "evidence passes"
+    if partial_only and not any(v.progress for v in verdicts):
+        return "no partial fix"
+    return ""
 
 
 def follow_up(

@@ -164,7 +164,8 @@ def repair_sample(
     view.shown.update(context.selectors)
     if config.one_shot:
         rounds = rounds_allowed(config, limits, 1)
-        grounding = Grounding(sandbox, evidence, rounds, limits, follow_up)
+        partial_only = config.feedback_partial and not config.feedback
+        grounding = Grounding(sandbox, evidence, rounds, limits, follow_up, partial_only)
         return one_shot(view, model, context, sink, pricer, config, task, grounding)
     parts = Parts(workspace, sandbox, None, config.mechanisms, view)
     runner = PytestRunner(workspace, sandbox, None)
@@ -192,6 +193,8 @@ class Grounding:
     rounds: int = 0
     limits: Limits = Limits()
     follow_up: FollowUp | None = None
+    partial_only: bool = False
+    """Rounds only for a partial fix (`feedback_partial` without `feedback`)."""
 
 
 def one_shot(
@@ -233,6 +236,7 @@ def one_shot(
         (sink, pricer),
         grounding.rounds,
         grounding.limits,
+        grounding.partial_only,
     )
     if rounds is None:
         return Outcome(status, message, usage, 1, time.monotonic() - started)
