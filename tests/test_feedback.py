@@ -157,6 +157,7 @@ def test_stop_and_max_tokens_are_sent_and_a_cut_fence_is_closed(
     server = scripted([{"content": cut}])
     out = tmp_path / "run"
     options = {**ONE_SHOT, "reproduce": False, "stop_after_block": True, "bound_max_tokens": True}
+    options["docstrings_apart"] = False  # the bound is sized from the target as the file has it, shown so here
     attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options)
     body = server.requests[0].body
     assert body["stop"] == list(decode_config().stop) == ["\n```\n"]

@@ -62,7 +62,7 @@ def test_the_pipeline_switches_are_settings(tmp_path: Path) -> None:
     assert got["extra_samples"] == {"value": True, "from": "-c"}
     assert got["evidence_veto"] == {"value": False, "from": "flag"}
     assert got["max_samples"] == {"value": 4, "from": f"config {config}"}
-    assert got["docstrings_apart"] == {"value": False, "from": "default"}
+    assert got["feedback"] == {"value": False, "from": "default"}
 
 
 def test_max_samples_below_one_is_refused(tmp_path: Path) -> None:
