@@ -24,9 +24,9 @@ EXECUTION_SWITCHES = (
     "bound_max_tokens",
     "evidence_veto",
 )
+"""Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
 PROMPT_SWITCHES = ("docstrings_apart",)
 """How candidates are shown (agentless/docstrings.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-"""Issue 16's repair and decode switches: each a [pipeline] key the A/B bench turns off (or on) to compare."""
 SAMPLING_SWITCHES = ("early_stop", "extra_samples")
 """How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
