@@ -9,7 +9,7 @@ import pytest
 
 from snaffle.exceptions import ToolFailure
 from snaffle.index.repo import RepoIndex
-from snaffle.primitives.edit import EntityEditor, GateFailure, nearest_candidate
+from snaffle.primitives.edit import EntityEditor, GateFailure, keep_docstring, nearest_candidate
 from snaffle.primitives.reader import Reader, RepoView, symbol_rank
 from snaffle.types import Mechanisms
 from snaffle.workspace import Workspace
@@ -267,6 +267,34 @@ def test_a_rewrite_without_the_docstring_keeps_the_old_one(view: RepoView) -> No
     assert '"""Area."""\n        return 2 * self.r\n' in text and "Area of the circle" not in text
     EntityEditor(view).edit_entity("geo/shapes.py::Circle.area", new_source="def area(self): return self.r\n")
     assert "    def area(self): return self.r\n" in (view.workspace.root / "geo" / "shapes.py").read_text()
+
+
+PARAGRAPHS = (
+    "    def pop(self, index=-1):\n"
+    '        """Remove and return the value at `index`.\n'
+    "\n"
+    "        Negative indices are supported.\n"
+    "    \n"
+    "        >>> SortedList('ab').pop()\n"
+    "        'b'\n"
+    '        """\n'
+    "        return self._pop(index)\n"
+)
+
+
+def test_a_kept_docstring_keeps_its_blank_lines_and_indentation() -> None:
+    """Found in session 7's A/B: every blank line of a put-back docstring was lost and the next line indented twice
+    (the blank line's newline was cut with its indentation)."""
+    answer = "def pop(self, index=-1):\n    return self._pop(index or -1)\n"
+    kept = keep_docstring(PARAGRAPHS, answer)
+    doc = PARAGRAPHS.splitlines(keepends=True)[1:8]
+    expected = ["    " + line[8:] if line.strip() else line.lstrip(" ") for line in doc]
+    assert kept.splitlines(keepends=True) == [
+        answer.splitlines(keepends=True)[0],
+        *expected,
+        "    return self._pop(index or -1)\n",
+    ]
+    assert "\n\n    Negative indices" in kept and "\n\n    >>> SortedList" in kept
 
 
 def test_a_block_cut_off_after_the_entity_still_gives_the_entity(view: RepoView) -> None:

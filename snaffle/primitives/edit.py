@@ -228,10 +228,18 @@ def keep_docstring(old: str, segment: str) -> str:
     doc = old_node.body[0]
     old_lines = dedented.splitlines(keepends=True)[doc.lineno - 1 : doc.end_lineno]
     pad = " " * new_node.body[0].col_offset
-    moved = [pad + line[doc.col_offset :] if line[: doc.col_offset].isspace() else line for line in old_lines]
+    moved = [_reindented(line, doc.col_offset, pad) for line in old_lines]
     lines = segment.splitlines(keepends=True)
     at = new_node.body[0].lineno - 1
     return "".join(lines[:at] + moved + lines[at:])
+
+
+def _reindented(line: str, column: int, pad: str) -> str:
+    """A docstring line moved from `column` to `pad`'s width; a blank line stays as it is (cutting its indentation
+    would cut its newline too), and so does one that starts left of `column`."""
+    if not line.strip() or not line[:column].isspace():
+        return line
+    return pad + line[column:]
 
 
 def _first_definition(code: str) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
