@@ -15,7 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from snaffle.agentless.issue_text import identifier_pieces, tokenize
+from snaffle.index.cache import IndexedFile
 from snaffle.index.parse import Entity
+from snaffle.index.repo import Companion
 
 DOCUMENTS_FORMAT = "snaffle-documents/2"
 DOCUMENTS_DIR = "documents-2"
@@ -147,9 +149,6 @@ class DocumentStore:
         self._memory[f"{sha1}-{layout}"] = found
         return found
 
-    def _file(self, sha1: str) -> Path | None:
-        return Path(self._name(sha1)) if self.directory is not None else None
-
     def _name(self, sha1: str) -> str:
         """The entry's file name, joined by os.path (asked once per file of a checkout)."""
         return os.path.join(self._directory_name, sha1[:2], f"{sha1[2:]}.json")
@@ -167,17 +166,30 @@ class DocumentStore:
             return None
 
     def _store(self, sha1: str, layout: str, documents: FileDocuments) -> None:
-        """Write atomically; a cache that cannot be written only makes the next run slower."""
-        target = self._file(sha1)
-        if target is None:
-            return
-        temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
-            os.replace(temporary, target)
-        except OSError:
-            temporary.unlink(missing_ok=True)
+        if self.directory is not None:
+            _store_entry(self.directory, sha1, layout, documents)
+
+    def companion(self) -> Companion | None:
+        """The documents' share of a parallel index build: each new file's documents built in the worker that
+        parses it and written to this store's disk cache (None without one: a worker's memory is not kept)."""
+        return partial(_build_and_store, self.directory) if self.directory is not None else None
+
+
+def _build_and_store(directory: Path, source: bytes, record: IndexedFile) -> None:
+    """Build one file's documents from its text and record and write them under its content hash."""
+    _store_entry(directory, record.info.sha1, entity_layout(record.entities), build_documents(source, record.entities))
+
+
+def _store_entry(directory: Path, sha1: str, layout: str, documents: FileDocuments) -> None:
+    """Write atomically; a cache that cannot be written only makes the next run slower."""
+    target = directory / sha1[:2] / f"{sha1[2:]}.json"
+    temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
 
 
 def entity_layout(entities: Sequence[Entity]) -> str:

@@ -214,7 +214,8 @@ class Localizer:
         store = store or DocumentStore(self.index.cache_dir)
         files = self.index.files()
         paths = [p for p in files if not is_test_file(p)]
-        self.index.build(paths=paths)  # in parallel when many files are new; records this checkout's manifest
+        # In parallel when many files are new, their documents built by the same workers; records the manifest.
+        self.index.build(paths=paths, companion=store.companion())
         documents: list[FileDocuments] = []
         candidates: list[Entity] = []
         numbers: dict[Entity, tuple[int, int]] = {}

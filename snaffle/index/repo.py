@@ -10,7 +10,7 @@ import multiprocessing
 import os
 import posixpath
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -48,6 +48,8 @@ ROOT_SKIP_DIRS = frozenset({"build", "dist"})
 GIT_TIMEOUT_S = 30
 PARALLEL_MIN_FILES = 200
 """Below this many files to parse, starting worker processes costs more than it saves."""
+PARALLEL_MIN_FILES_WITH_COMPANION = 64
+"""The same when each file also gets a companion's work (a localizer's documents: about as much again)."""
 MAX_WORKERS = 4
 CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
@@ -57,6 +59,10 @@ MAX_SELECTOR_CHARS = 4096
 """Linux's PATH_MAX: a longer selector names no file."""
 TREE_CACHE_FILES = 8
 """Trees kept for the files parsed last, so that repeated edits to one file reparse incrementally."""
+Companion = Callable[[bytes, "IndexedFile"], None]
+"""Per-file work a caller adds to a parallel build (a localizer's documents), run in the worker beside the parse
+with the file's text and record, so that a new worktree pays for its new files once, on every core. It must be
+picklable (a module-level function or a partial of one) and keep its results in a cache of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +91,19 @@ def _indexed(path: str, stat: os.stat_result, source: bytes, parsed: ParsedSourc
     return IndexedFile(info, parsed.entities)
 
 
-def _index_in_worker(root: str, cache_dir: Path | None, options: EntityOptions, path: str) -> dict[str, Any] | None:
-    """Parse and cache one file in a worker process; the record goes back as plain data (None: unreadable)."""
+def _index_in_worker(
+    root: str, cache_dir: Path | None, options: EntityOptions, companion: Companion | None, path: str
+) -> dict[str, Any] | None:
+    """Parse and cache one file in a worker process, then run the companion on it; the record goes back as plain
+    data (None: unreadable)."""
     try:
         stat, source = _read(root, path)
     except OSError:
         return None
     record = _indexed(path, stat, source, parse_source(path, source, options=options))
     store_record(cache_dir, options, record)
+    if companion is not None:
+        companion(source, record)
     return record_payload(record.info, record.entities)
 
 
@@ -224,15 +235,21 @@ class RepoIndex:
 
     # ---- building and refreshing
 
-    def build(self, workers: int = 0, paths: Sequence[str] | None = None) -> BuildStats:
+    def build(
+        self, workers: int = 0, paths: Sequence[str] | None = None, companion: Companion | None = None
+    ) -> BuildStats:
         """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
-        records; `workers` 0 picks processes by the work left. The checkout's manifest is written after."""
+        records; `workers` 0 picks processes by the work left (the `companion`'s work counts too: see
+        `Companion`, run only by workers). The checkout's manifest is written after."""
         listed = self.files()
         paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             stale = [path for path in paths if not self._reuse_or_false(path)]
-            count = _worker_count(workers, len(stale))
-            parsed, count = self._parse_parallel(stale, count) if count > 1 else (self._parse_serial(stale), 1)
+            count = _worker_count(workers, len(stale), companion is not None)
+            if count > 1:
+                parsed, count = self._parse_parallel(stale, count, companion)
+            else:
+                parsed = self._parse_serial(stale)
         self._store_manifest()
         return BuildStats(len(paths), len(paths) - len(stale), parsed, count)
 
@@ -328,10 +345,10 @@ class RepoIndex:
             parsed += 1
         return parsed
 
-    def _parse_parallel(self, paths: list[str], workers: int) -> tuple[int, int]:
+    def _parse_parallel(self, paths: list[str], workers: int, companion: Companion | None) -> tuple[int, int]:
         """Parse in worker processes: (files parsed, workers used); a pool that cannot start (a script
         without a `__main__` guard, no process support) falls back to parsing here."""
-        job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options)
+        job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
         try:
             context = multiprocessing.get_context(START_METHOD)
@@ -390,9 +407,11 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _worker_count(requested: int, stale: int) -> int:
-    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work."""
-    automatic = min(os.cpu_count() or 1, MAX_WORKERS) if stale >= PARALLEL_MIN_FILES else 1
+def _worker_count(requested: int, stale: int, companion: bool = False) -> int:
+    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work (less
+    suffices when a companion's work comes with each file)."""
+    enough = PARALLEL_MIN_FILES_WITH_COMPANION if companion else PARALLEL_MIN_FILES
+    automatic = min(os.cpu_count() or 1, MAX_WORKERS) if stale >= enough else 1
     return max(1, min(requested or automatic, stale))
 
 
