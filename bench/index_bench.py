@@ -196,7 +196,25 @@ def phase_worktree(tree: Path, cache: Path, issue_file: str | None) -> dict[str,
     }
 
 
+def phase_fill(tree: Path, cache: Path, commits: list[str]) -> dict[str, Any]:
+    """Fill the cache the way earlier instances would have: check each commit out in one clone and prepare a
+    localizer on it (index and documents), in order."""
+    from snaffle.agentless.localize import Localizer
+
+    started = _now()
+    for number, commit in enumerate(commits):
+        subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", "--force", commit], check=True)
+        Localizer(RepoIndex(tree, cache)).prepare()
+        print(f"  filled {number + 1}/{len(commits)} {commit[:10]}", file=sys.stderr, flush=True)
+    wall, cpu = _since(started)
+    return {"seconds": wall, "cpu": cpu, "commits": len(commits)}
+
+
 def run_phase(args: argparse.Namespace) -> None:
+    if args.phase == "fill":
+        commits = json.loads(Path(args.files).read_text())
+        print(json.dumps(phase_fill(Path(args.tree), Path(args.cache), commits) | {"own_peak_mib": _peak_mib()}))
+        return
     tree, files = Path(args.tree), json.loads(Path(args.files).read_text())
     if args.phase == "worktree":
         print(json.dumps(phase_worktree(tree, Path(args.cache), args.issue) | {"own_peak_mib": _peak_mib()}))
@@ -353,6 +371,12 @@ def main() -> int:
     parser.add_argument("--instances", type=Path, help="with --git-dir: SWE-bench rows (.jsonl[.gz]): their commits")
     parser.add_argument("--repo-name", default="", help="with --instances: the rows of this repository (owner/name)")
     parser.add_argument("--limit", type=int, default=0, help="with --instances: the first N rows (0: all)")
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=0,
+        help="with --instances: N rows as new worktrees, the cache filled from the rest",
+    )
     parser.add_argument("--baseline-code", type=Path, help="a directory holding another snaffle package to compare")
     parser.add_argument("--issue", help=argparse.SUPPRESS)
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -363,6 +387,8 @@ def main() -> int:
     if args.phase:
         run_phase(args)
         return 0
+    if args.git_dir and args.probes:
+        return orchestrate_probes(args)
     if args.git_dir:
         return orchestrate_worktrees(args)
     return orchestrate(args)
@@ -416,6 +442,93 @@ def orchestrate_worktrees(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def orchestrate_probes(args: argparse.Namespace) -> int:
+    """The held-out-like setting: the cache holds every other row's commit (each filled in order in one clone,
+    not timed), then each probe row is a new worktree indexed with a fresh copy of that cache, so no probe
+    profits from another. The baseline code, when given, fills and uses its own cache the same way."""
+    scratch = Path(tempfile.mkdtemp(prefix="snaffle-probe-bench-"))
+    try:
+        targets = _worktree_targets(args, scratch)
+        step = max(1, len(targets) // args.probes)
+        probes = [targets[n] for n in range(step // 2, len(targets), step)][: args.probes]
+        fill = list(dict.fromkeys(c for c, _ in targets if c not in {p for p, _ in probes}))
+        print(f"repository: {args.git_dir}; {len(probes)} probes, cache filled from {len(fill)} other commits")
+        codes: dict[str, Path | None] = {"result": None, **({"base": args.baseline_code} if args.baseline_code else {})}
+        filled = {label: _fill(args.git_dir, fill, scratch, label, code) for label, code in codes.items()}
+        print(f"load average {_load()} after filling; fill: {json.dumps(filled)}", flush=True)
+        rows = [_probe_row(args, probe, scratch, n, codes) for n, probe in enumerate(probes)]
+        print()
+        print_table(summarize_probes(rows, bool(args.baseline_code)))
+        print("cpu s: CPU of the phase's process; tree cpu s: with its parse workers (sampled every 10 ms)")
+        print(f"load: the 1-minute load average when the row started (2 cores); at end {_load()}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _fill(git_dir: Path, commits: list[str], scratch: Path, label: str, code: Path | None) -> dict[str, Any]:
+    tree, listing = scratch / f"fill-{label}", scratch / f"fill-{label}.json"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(git_dir), str(tree)], check=True)
+    listing.write_text(json.dumps(commits))
+    common = [f"--tree={tree}", f"--files={listing}"]
+    result = spawn_phase("fill", common, code=code, cache=scratch / f"filled-{label}")
+    shutil.rmtree(tree, ignore_errors=True)
+    return {k: round(v, 2) for k, v in result.items() if k in ("seconds", "cpu", "tree_cpu")}
+
+
+def _probe_row(
+    args: argparse.Namespace,
+    probe: tuple[str, str | None],
+    scratch: Path,
+    number: int,
+    codes: dict[str, Path | None],
+) -> dict[str, Any]:
+    """One probe: a new worktree at its commit, indexed by each code path with a fresh copy of its filled cache
+    (taking turns at going first)."""
+    commit, issue = probe
+    tree = scratch / f"probe-{number}"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(args.git_dir), str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", commit], check=True)
+    common = [f"--tree={tree}", f"--files={scratch / 'none.json'}", *([f"--issue={issue}"] if issue else [])]
+    (scratch / "none.json").write_text("[]")
+    load = os.getloadavg()[0]
+    order = list(codes.items())
+    order = order[number % len(order) :] + order[: number % len(order)]
+    found = {}
+    for label, code in order:
+        cache = scratch / f"probe-cache-{label}"
+        shutil.copytree(scratch / f"filled-{label}", cache)
+        found[label] = spawn_phase("worktree", common, code=code, cache=cache)
+        shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    print(f"probe {number + 1} at {commit[:10]}: {json.dumps(found)}", flush=True)
+    return found["result"] | {"commit": commit, "load": load, "base": found.get("base", {})}
+
+
+def summarize_probes(rows: list[dict[str, Any]], baseline: bool) -> list[tuple[str, ...]]:
+    header: tuple[str, ...] = ("probe", "load", "files", "parsed", "workers", "build s", "prepare s", "localize s")
+    header += ("total s", "cpu s", "tree cpu s")
+    header += ("base total s", "base tree cpu s", "× base wall", "× base cpu", "same top-10") if baseline else ()
+    table: list[tuple[str, ...]] = [header]
+    for number, row in enumerate(rows):
+        cells: tuple[str, ...] = (f"{row['load']:.1f}", f"{row['files']:.0f}", f"{row['parsed']:.0f}")
+        cells += (f"{row['workers']:.0f}", f"{row['build']:.2f}", f"{row['prepare']:.2f}", f"{row['localize']:.2f}")
+        cells += (f"{row['seconds']:.2f}", f"{row['cpu']:.2f}", f"{row['tree_cpu']:.2f}")
+        table.append((f"{number + 1} {row['commit'][:10]}", *cells, *(_baseline_cells(row) if baseline else ())))
+    blank = ("",) * (len(header) - 1)
+    medians = {8: f"{statistics.median(r['seconds'] for r in rows):.2f}"}
+    medians[9] = f"{statistics.median(r['cpu'] for r in rows):.2f}"
+    medians[10] = f"{statistics.median(r['tree_cpu'] for r in rows):.2f}"
+    medians[3] = f"{statistics.median(r['parsed'] for r in rows):.0f}"
+    if baseline:
+        medians[11] = f"{statistics.median(r['base']['seconds'] for r in rows):.2f}"
+        medians[12] = f"{statistics.median(r['base']['tree_cpu'] for r in rows):.2f}"
+    table.append(("median", *_put(blank, medians)))
+    met = "yes" if statistics.median(r["seconds"] for r in rows) <= SEEN_REPO_TARGET_S else "NO"
+    table.append(("seen-repo target", *_put(blank, {8: f"≤ {SEEN_REPO_TARGET_S}", 9: met})))
+    return table
 
 
 def _load() -> str:

@@ -10,6 +10,8 @@ import multiprocessing
 import os
 import posixpath
 import subprocess
+import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -54,7 +56,15 @@ MAX_WORKERS = 4
 CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
 START_METHOD = "forkserver"
-"""Workers never fork the caller: it may hold threads (the shim, asyncio), which fork does not copy."""
+"""Workers never fork a caller that runs other Python threads (the shim, asyncio): fork copies only the calling
+thread, and a lock another one holds stays held in the child."""
+SINGLE_THREAD_START_METHOD = "fork"
+"""A caller with no other Python thread is forked: a worker then starts in milliseconds with every module already
+imported, where a forkserver's worker measured 0.19 s CPU each (its imports) and a server to start, on a sympy
+worktree that costs more than the parse it shares out. (A C library's own threads, such as OpenBLAS's, are not
+a hazard: the workers never call into it.)"""
+FORK_WARNING = r".*multi-threaded, use of fork\(\) may lead to deadlocks"
+"""Python 3.12+ warns on fork whenever the OS counts other threads, a C library's included."""
 MAX_SELECTOR_CHARS = 4096
 """Linux's PATH_MAX: a longer selector names no file."""
 TREE_CACHE_FILES = 8
@@ -351,10 +361,9 @@ class RepoIndex:
         job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
         try:
-            context = multiprocessing.get_context(START_METHOD)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            with _pool(workers) as pool:
                 payloads = [p for p in pool.map(job, paths, chunksize=chunk) if p is not None]
-        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no forkserver on this platform
+        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no such start method on this platform
             return self._parse_serial(paths), 1
         for payload in payloads:
             self._records[payload["info"][0]] = record_from_payload(payload)
@@ -392,6 +401,22 @@ class RepoIndex:
         if len(found) != 1:
             raise path_error(path, self.files())
         return found[0]
+
+
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """Parse workers, forked when no other Python thread runs here (the fork warning of a C library's threads
+    silenced: no other thread can be changing the warning filters meanwhile), else started by a fork server."""
+    if threading.active_count() > 1:
+        context = multiprocessing.get_context(START_METHOD)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield pool
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", FORK_WARNING, DeprecationWarning)
+        context = multiprocessing.get_context(SINGLE_THREAD_START_METHOD)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield pool
 
 
 def _outside(normal: str) -> bool:
