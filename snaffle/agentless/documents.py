@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from snaffle.agentless.issue_text import identifier_pieces, tokenize
-from snaffle.index.cache import IndexedFile
+from snaffle.index.cache import IndexedFile, damaged_line
 from snaffle.index.parse import Entity
 from snaffle.index.repo import Companion
 
@@ -138,6 +139,7 @@ class DocumentStore:
         self.directory = cache_dir / DOCUMENTS_DIR if cache_dir is not None else None
         self._directory_name = str(self.directory)
         self._memory: dict[str, FileDocuments] = {}
+        self._damaged: list[str] = []
 
     def get(self, sha1: str, entities: Sequence[Entity], source: Callable[[], bytes]) -> FileDocuments:
         """The documents of the file with content `sha1`, parsed into `entities`; `source` reads it if needed."""
@@ -156,14 +158,25 @@ class DocumentStore:
     def _load(self, sha1: str, layout: str) -> FileDocuments | None:
         if self.directory is None:
             return None
+        name = self._name(sha1)
         try:
-            with open(self._name(sha1), "rb") as handle:
+            with open(name, "rb") as handle:
                 payload = json.loads(handle.read())
-            if payload["format"] != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
+            if payload.get("format") != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
                 return None  # another format, another file's text (copied over this one), another parse
             return _from_payload(payload)
-        except (OSError, ValueError, TypeError, KeyError):
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self._damaged.append(name)  # rebuilt by the caller; `report_damaged` says so
+            return None
+
+    def report_damaged(self) -> int:
+        """Say in one stderr line how many entries could not be read back (and were rebuilt) since last asked."""
+        damaged, self._damaged = self._damaged, []
+        if damaged:
+            print(damaged_line("documents", damaged), file=sys.stderr, flush=True)
+        return len(damaged)
 
     def _store(self, sha1: str, layout: str, documents: FileDocuments) -> None:
         if self.directory is not None:

@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import posixpath
 import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +25,7 @@ from typing import Any
 from tree_sitter import Tree
 
 from snaffle.index.cache import (
+    DamagedEntry,
     FileInfo,
     IndexedFile,
     Stats,
@@ -32,6 +34,7 @@ from snaffle.index.cache import (
     record_from_payload,
     record_payload,
     store_manifest,
+    damaged_line,
     store_record,
 )
 from snaffle.index.parse import Entity, EntityOptions, ParsedSource, entity_options, parse_source
@@ -83,6 +86,8 @@ class BuildStats:
     cached: int
     parsed: int
     workers: int
+    rebuilt: int = 0
+    """Cache entries found damaged (truncated, corrupt) and written anew; `build` says so in one stderr line."""
 
 
 # ------------------------------------------------------------------------------------------- indexing
@@ -144,8 +149,8 @@ def _git_files(root: Path) -> list[str] | None:
         return None
     if done.returncode != 0:
         return None
-    names = os.fsdecode(done.stdout).split("\0")
-    return [name for name in names if name.endswith(PYTHON_SUFFIX) and os.path.isfile(root / name)]
+    names, top = os.fsdecode(done.stdout).split("\0"), str(root)
+    return [name for name in names if name.endswith(PYTHON_SUFFIX) and os.path.isfile(os.path.join(top, name))]
 
 
 def _walk_files(root: Path) -> list[str]:
@@ -170,6 +175,7 @@ class RepoIndex:
         self._files: list[str] | None = None
         self._records: dict[str, IndexedFile] = {}
         self._trees: dict[str, tuple[bytes, Tree]] = {}  # the last parses, oldest first
+        self._damaged: list[str] = []  # cache entries found damaged since the last build reported them
 
     # ---- listing
 
@@ -190,7 +196,7 @@ class RepoIndex:
             return False
         # Neither git's listing nor os.walk goes through a directory symlink, so only the file itself can be a
         # link: one lstat per file, a realpath only for a link (realpath on every file measured 10-17x slower).
-        return not os.path.islink(self.root / name) or self._inside(name)
+        return not os.path.islink(os.path.join(self._root_key, name)) or self._inside(name)
 
     def _inside(self, normal: str) -> bool:
         """Whether `normal`, every symlink followed, is inside the root."""
@@ -261,7 +267,10 @@ class RepoIndex:
             else:
                 parsed = self._parse_serial(stale)
         self._store_manifest()
-        return BuildStats(len(paths), len(paths) - len(stale), parsed, count)
+        damaged, self._damaged = self._damaged, []
+        if damaged:
+            print(damaged_line("index", damaged), file=sys.stderr, flush=True)
+        return BuildStats(len(paths), len(paths) - len(stale), parsed, count, len(damaged))
 
     def _store_manifest(self) -> None:
         """Write this checkout's stats when they differ from the ones read (one file for the whole checkout)."""
@@ -324,7 +333,11 @@ class RepoIndex:
                 replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
             )
             return True
-        loaded = load_record(self.cache_dir, self.options, path, stat, sha1)
+        try:
+            loaded = load_record(self.cache_dir, self.options, path, stat, sha1)
+        except DamagedEntry as damaged:
+            self._damaged.append(str(damaged))
+            return False
         if loaded is None:
             return False
         self._records[path] = loaded
