@@ -29,12 +29,12 @@ from snaffle.index.cache import (
     FileInfo,
     IndexedFile,
     Stats,
+    damaged_line,
     load_manifest,
     load_record,
     record_from_payload,
     record_payload,
     store_manifest,
-    damaged_line,
     store_record,
 )
 from snaffle.index.parse import Entity, EntityOptions, ParsedSource, entity_options, parse_source
