@@ -175,3 +175,16 @@ def test_an_entry_of_another_format_is_replaced_without_a_word(
     new.rename(tmp_path / "moved")
     assert ranking(tmp_path / "moved", cache) == cold
     assert capsys.readouterr().err == ""
+
+
+def test_bm25_over_the_holders_of_each_term_scores_as_a_pass_over_every_file(worktrees: tuple[Path, Path]) -> None:
+    """`scores` reads each query term's frequencies only in the files that hold it (one pass for all terms): the
+    arrays are bit for bit those of reading every file for every term."""
+    tables = Localizer(RepoIndex(worktrees[1])).prepare().tables
+    words = ["rescale", "widget", "width", "scale", "factor", "widget", "pkg", "family", "nowhere"]
+    for bm25 in (tables.entity_bm25, tables.file_bm25):
+        holders = bm25.holders(words)
+        assert set(holders) == set(words) - {"nowhere"}
+        for term in set(words):
+            assert bm25.frequencies(term, holders.get(term, [])).tobytes() == bm25.frequencies(term).tobytes()
+        assert bm25.scores(words).any()

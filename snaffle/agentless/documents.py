@@ -271,15 +271,35 @@ class Bm25:
     def scores(self, words: Iterable[str]) -> Vector:
         """Each document's BM25F score for the query words."""
         total = np.zeros(len(self.lengths))
-        for term, weight in query_weights(words).items():
-            tf = self.frequencies(term)
+        weights = query_weights(words)
+        holders = self.holders(weights)  # one pass over the documents for every term, not one pass per term
+        for term, weight in weights.items():
+            tf = self.frequencies(term, holders.get(term, []))
             frequency = int(np.count_nonzero(tf))
             if frequency:
                 total += weight * idf(frequency, len(tf)) * tf / (tf + self.norm)
         return total
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
+        """The fielded frequency of `term` in every document; `among`: the numbers of the only files that can
+        hold it (`holders`), in order."""
         raise NotImplementedError
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        """For each of `terms`, the numbers of the files whose fields hold it, in order."""
+        raise NotImplementedError
+
+
+def _holders(fields: Iterable[Sequence[dict[str, Any]]], terms: Iterable[str]) -> dict[str, list[int]]:
+    """For each term, the numbers of the files (in order) in any of whose `fields` (one dict per file each) it is a
+    key: set intersections, so a file costs as many lookups as the query has terms, in C."""
+    wanted = set(terms)
+    found: dict[str, list[int]] = {}
+    for number, dicts in enumerate(zip(*fields, strict=True)):
+        held = set().union(*(d.keys() & wanted for d in dicts))
+        for term in held:
+            found.setdefault(term, []).append(number)
+    return found
 
 
 class FileBm25(Bm25):
@@ -295,15 +315,17 @@ class FileBm25(Bm25):
         ]
         super().__init__(lengths, params)
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
         path, head, body = self.params.path, self.params.head, self.params.body
-        return np.asarray(
-            [
-                body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
-                for d, p in zip(self.documents, self.path_terms, strict=True)
-            ],
-            dtype=np.float64,
-        )
+        tf = np.zeros(len(self.documents))
+        for number in range(len(self.documents)) if among is None else among:
+            d, p = self.documents[number], self.path_terms[number]
+            tf[number] = body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
+        return tf
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        documents = self.documents
+        return _holders(([d.terms for d in documents], [d.heads for d in documents], self.path_terms), terms)
 
 
 class EntityBm25(Bm25):
@@ -320,14 +342,14 @@ class EntityBm25(Bm25):
             lengths.extend(in_path + params.head * h + params.body * b for h, b in pairs)
         super().__init__(lengths, params)
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
         """The fielded frequency of `term` in every entity document."""
         tf = np.zeros(len(self.lengths))
         ids: list[int] = []
         counts: list[float] = []
         fields = ((self.params.head, "heads"), (self.params.body, "bodies"))
-        for number, (document, path_terms) in enumerate(zip(self.documents, self.path_terms, strict=True)):
-            start = self.offsets[number]
+        for number in range(len(self.documents)) if among is None else among:
+            document, path_terms, start = self.documents[number], self.path_terms[number], self.offsets[number]
             if in_path := path_terms.get(term, 0):
                 tf[start : self.offsets[number + 1]] += self.params.path * in_path
             for weight, name in fields:
@@ -337,3 +359,7 @@ class EntityBm25(Bm25):
         if ids:
             np.add.at(tf, np.asarray(ids), np.asarray(counts))
         return tf
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        documents = self.documents
+        return _holders(([d.heads for d in documents], [d.bodies for d in documents], self.path_terms), terms)
