@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/index_bench.py [--root DIR] [--repeat 3] [--workers 2] [--max-lines N]
      .venv/bin/python bench/index_bench.py --git-dir MIRROR --commits A,B,C,...   # fresh worktrees of one repo
+     .venv/bin/python bench/index_bench.py --git-dir MIRROR --instances ROWS.jsonl.gz --repo-name OWNER/NAME
+         [--limit N | --probes N] [--baseline-code DIR]   # SWE-bench rows' commits and issues
 
 The tree (default: this interpreter's standard library, offline) is copied to a scratch directory so the
 refresh phase can edit files. Every phase runs in a fresh process; the table gives the median over the
@@ -18,6 +20,15 @@ index build of the non-test files (what `Localizer.prepare` builds), the rest of
 one `localize` in a fresh process, with the ratio to reading that worktree's
 files and to the first (cold) worktree's total, both measured in the same run; the last row is a worktree at the
 first commit again. Targets: cold <= 15 s, a later worktree's median <= 1.5 s.
+
+With --instances the worktrees are the base commits of a repository's SWE-bench rows, each localizing its own
+issue; with --probes N, N of those rows (spread over the file) are new worktrees while the cache holds every other
+row's commit (filled first, not timed; each probe gets a fresh copy of it): a repository seen before, as a held-out
+instance meets it. --baseline-code DIR runs every phase a second time with the snaffle package under DIR (e.g.
+`git archive BASE snaffle | tar -x -C DIR`) and its own cache, taking turns at going first, and prints the ratios
+and whether the two top-10 rankings are byte-identical. Every row gives the load average when it started and the
+CPU seconds of the phase's process tree (parse workers included): on a shared machine CPU is the figure to read.
+A phase imports this checkout's snaffle (not an installed one).
 """
 
 from __future__ import annotations
