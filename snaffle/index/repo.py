@@ -52,9 +52,9 @@ ROOT_SKIP_DIRS = frozenset({"build", "dist"})
 """Build outputs, skipped only at the top: packages such as pip have a real `build/` subpackage."""
 GIT_TIMEOUT_S = 30
 PARALLEL_MIN_FILES = 200
-"""Below this many files to parse, starting worker processes costs more than it saves."""
-PARALLEL_MIN_FILES_WITH_COMPANION = 64
-"""The same when each file also gets a companion's work (a localizer's documents: about as much again)."""
+"""Below this many files to parse, worker processes cost more than they save: with a localizer's documents built
+in them too, 94-204 new sympy texts took 0.90-1.20x the CPU of one process and 124 sphinx texts 1.16x, on 2 cores
+at load average 5-7 (issue 17's index_bench runs)."""
 MAX_WORKERS = 4
 CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
@@ -255,13 +255,13 @@ class RepoIndex:
         self, workers: int = 0, paths: Sequence[str] | None = None, companion: Companion | None = None
     ) -> BuildStats:
         """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
-        records; `workers` 0 picks processes by the work left (the `companion`'s work counts too: see
-        `Companion`, run only by workers). The checkout's manifest is written after."""
+        records; `workers` 0 picks processes by the work left; each worker also runs the `companion` on the files
+        it parses (see `Companion`). The checkout's manifest is written after."""
         listed = self.files()
         paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             stale = [path for path in paths if not self._reuse_or_false(path)]
-            count = _worker_count(workers, len(stale), companion is not None)
+            count = _worker_count(workers, len(stale))
             if count > 1:
                 parsed, count = self._parse_parallel(stale, count, companion)
             else:
@@ -445,11 +445,9 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _worker_count(requested: int, stale: int, companion: bool = False) -> int:
-    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work (less
-    suffices when a companion's work comes with each file)."""
-    enough = PARALLEL_MIN_FILES_WITH_COMPANION if companion else PARALLEL_MIN_FILES
-    automatic = min(os.cpu_count() or 1, MAX_WORKERS) if stale >= enough else 1
+def _worker_count(requested: int, stale: int) -> int:
+    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work."""
+    automatic = min(os.cpu_count() or 1, MAX_WORKERS) if stale >= PARALLEL_MIN_FILES else 1
     return max(1, min(requested or automatic, stale))
 
 
