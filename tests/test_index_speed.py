@@ -139,10 +139,11 @@ def test_a_damaged_index_entry_is_rebuilt_and_said_once(
         entry.write_text(damage, encoding="utf-8")
     moved = tmp_path / "moved"
     new.rename(moved)  # a new path: no manifest, every file hashed and its record looked up
-    assert ranking(moved, cache) == cold
+    assert RepoIndex(moved, cache).build(workers=1, paths=SOURCES).rebuilt == 3
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("snaffle: 3 index cache entries were truncated or corrupt and rebuilt: ")
+    assert lines[0].endswith(" (and 2 more)")
     assert ranking(moved, cache) == cold
     assert capsys.readouterr().err == ""  # rebuilt: read back without a word the next time
 
