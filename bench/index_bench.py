@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/index_bench.py [--root DIR] [--repeat 3] [--workers 2] [--max-lines N]
      .venv/bin/python bench/index_bench.py --git-dir MIRROR --commits A,B,C,...   # fresh worktrees of one repo
+     .venv/bin/python bench/index_bench.py --git-dir MIRROR --instances ROWS.jsonl.gz --repo-name OWNER/NAME
+         [--limit N | --probes N] [--baseline-code DIR]   # SWE-bench rows' commits and issues
 
 The tree (default: this interpreter's standard library, offline) is copied to a scratch directory so the
 refresh phase can edit files. Every phase runs in a fresh process; the table gives the median over the
@@ -18,12 +20,23 @@ index build of the non-test files (what `Localizer.prepare` builds), the rest of
 one `localize` in a fresh process, with the ratio to reading that worktree's
 files and to the first (cold) worktree's total, both measured in the same run; the last row is a worktree at the
 first commit again. Targets: cold <= 15 s, a later worktree's median <= 1.5 s.
+
+With --instances the worktrees are the base commits of a repository's SWE-bench rows, each localizing its own
+issue; with --probes N, N of those rows (spread over the file) are new worktrees while the cache holds every other
+row's commit (filled first, not timed; each probe gets a fresh copy of it): a repository seen before, as a held-out
+instance meets it. --baseline-code DIR runs every phase a second time with the snaffle package under DIR (e.g.
+`git archive BASE snaffle | tar -x -C DIR`) and its own cache, taking turns at going first, and prints the ratios
+and whether the two top-10 rankings are byte-identical. Every row gives the load average when it started and the
+CPU seconds of the phase's process tree (parse workers included): on a shared machine CPU is the figure to read.
+A phase imports this checkout's snaffle (not an installed one).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import gzip
+import hashlib
 import json
 import os
 import resource
@@ -36,6 +49,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from snaffle.index import parse
 from snaffle.index.repo import RepoIndex
@@ -49,6 +63,8 @@ COLD_REPO_TARGET_S = 15.0
 SEEN_REPO_TARGET_S = 1.5
 LOCALIZE_ISSUE = "The result is wrong when the expression is printed; the function returns None instead of a value."
 SAMPLE_INTERVAL_S = 0.01
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CHECKOUT = Path(__file__).resolve().parent.parent
 DEFINITIONS_QUERY = """
 (function_definition name: (identifier) @name) @definition
 (class_definition name: (identifier) @name) @definition
@@ -151,35 +167,68 @@ def phase_extract(tree: Path, files: list[str]) -> dict[str, float]:
     return {"walk": walk_s, "query": query_s, "walk_found": walked, "query_found": queried}
 
 
-def phase_worktree(tree: Path, cache: Path) -> dict[str, float]:
-    """What one instance pays on a fresh worktree: index build, localizer preparation, one localization."""
-    from snaffle.agentless.localize import Localizer
-    from snaffle.gates import is_test_file
-
+def phase_worktree(tree: Path, cache: Path, issue_file: str | None) -> dict[str, Any]:
+    """What one instance pays on a fresh worktree: imports, the index build (inside `Localizer.prepare`), the rest
+    of `prepare`, one localization (of the instance's issue when given). Runs under whichever snaffle is on the
+    path (the bench's `--baseline-code` puts another one there), so it uses only what both have."""
     started, cpu_started = time.perf_counter(), time.process_time()
+    from snaffle.agentless.localize import Localizer
+
+    imported = time.perf_counter()
     index = RepoIndex(tree, cache)
-    stats = index.build(paths=[p for p in index.files() if not is_test_file(p)])  # what prepare would build
-    built = time.perf_counter()
+    timed: dict[str, Any] = {}
+    build = index.build
+
+    def timed_build(*args: Any, **kwargs: Any) -> Any:
+        build_started = time.perf_counter()
+        timed["stats"] = build(*args, **kwargs)
+        timed["build"] = time.perf_counter() - build_started
+        return timed["stats"]
+
+    index.build = timed_build  # type: ignore[method-assign]  # the bench's stopwatch around prepare's build
     localizer = Localizer(index).prepare()
     prepared = time.perf_counter()
-    localizer.localize(LOCALIZE_ISSUE, top=10)
+    issue = Path(issue_file).read_text("utf-8") if issue_file else LOCALIZE_ISSUE
+    ranked = localizer.localize(issue, top=10).as_json()
     done = time.perf_counter()
+    ranked.pop("elapsed_s")
+    stats = timed["stats"]
     return {
         "seconds": done - started,
         "cpu": time.process_time() - cpu_started,
-        "build": built - started,
-        "prepare": prepared - built,
+        "imports": imported - started,
+        "build": timed["build"],
+        "prepare": prepared - imported - timed["build"],
         "localize": done - prepared,
         "files": stats.files,
         "parsed": stats.parsed,
         "workers": stats.workers,
+        "ranking": hashlib.sha1(json.dumps(ranked, sort_keys=True).encode()).hexdigest(),
     }
 
 
+def phase_fill(tree: Path, cache: Path, commits: list[str]) -> dict[str, Any]:
+    """Fill the cache the way earlier instances would have: check each commit out in one clone and prepare a
+    localizer on it (index and documents), in order."""
+    from snaffle.agentless.localize import Localizer
+
+    started = _now()
+    for number, commit in enumerate(commits):
+        subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", "--force", commit], check=True)
+        Localizer(RepoIndex(tree, cache)).prepare()
+        print(f"  filled {number + 1}/{len(commits)} {commit[:10]}", file=sys.stderr, flush=True)
+    wall, cpu = _since(started)
+    return {"seconds": wall, "cpu": cpu, "commits": len(commits)}
+
+
 def run_phase(args: argparse.Namespace) -> None:
+    if args.phase == "fill":
+        commits = json.loads(Path(args.files).read_text())
+        print(json.dumps(phase_fill(Path(args.tree), Path(args.cache), commits) | {"own_peak_mib": _peak_mib()}))
+        return
     tree, files = Path(args.tree), json.loads(Path(args.files).read_text())
     if args.phase == "worktree":
-        print(json.dumps(phase_worktree(tree, Path(args.cache)) | {"own_peak_mib": _peak_mib()}))
+        print(json.dumps(phase_worktree(tree, Path(args.cache), args.issue) | {"own_peak_mib": _peak_mib()}))
         return
     if args.phase == "read":
         result = phase_read(tree, files)
@@ -197,34 +246,42 @@ def run_phase(args: argparse.Namespace) -> None:
 # -- the orchestrator --------------------------------------------------------------------------------------------
 
 
-def _tree_rss_mib(pid: int) -> float:
-    """Resident memory of `pid` and all its descendants, from /proc."""
-    total, pending = 0, [pid]
+def _tree_sample(pid: int) -> tuple[float, dict[int, float]]:
+    """Resident memory (MiB) of `pid` and all its descendants, and each one's CPU seconds so far, from /proc."""
+    total, pending, cpu = 0, [pid], {}
     while pending:
         current = pending.pop()
         try:
             status = Path(f"/proc/{current}/status").read_text()
             total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
+            cpu[current] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
             for task in Path(f"/proc/{current}/task").iterdir():
                 pending += [int(child) for child in (task / "children").read_text().split()]
-        except (OSError, StopIteration, ValueError):
+        except (OSError, StopIteration, ValueError, IndexError):
             continue
-    return total / 1024
+    return total / 1024, cpu
 
 
-def spawn_phase(phase: str, common: list[str], **extra: object) -> dict[str, float]:
+def spawn_phase(phase: str, common: list[str], code: Path | None = None, **extra: object) -> dict[str, Any]:
+    """Run one phase in a fresh process (this checkout's snaffle, or the one under `code`); its result, the peak
+    RSS of its process tree and the tree's CPU seconds (sampled every 10 ms: parse workers included)."""
     command = [sys.executable, __file__, "--phase", phase, *common]
     command += [f"--{key}={value}" for key, value in extra.items()]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    peak = 0.0
+    env = dict(os.environ)  # the phase imports this checkout's snaffle (not an installed one) unless told `code`
+    env["PYTHONPATH"] = os.pathsep.join([str(code or CHECKOUT), *filter(None, [env.get("PYTHONPATH")])])
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    peak, cpu = 0.0, dict[int, float]()
     while process.poll() is None:
-        peak = max(peak, _tree_rss_mib(process.pid))
+        rss, seen = _tree_sample(process.pid)
+        peak, cpu = max(peak, rss), cpu | seen
         time.sleep(SAMPLE_INTERVAL_S)
     output = process.stdout.read() if process.stdout else ""
     if process.returncode != 0:
         raise SystemExit(f"phase {phase} failed with exit status {process.returncode}")
-    result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     result["peak_mib"] = max(peak, result["own_peak_mib"])
+    result["tree_cpu"] = max(sum(cpu.values()), result.get("cpu", 0.0))
     return result
 
 
@@ -322,6 +379,17 @@ def main() -> int:
     parser.add_argument("--max-lines", type=int, default=0, help="stop copying files at this many lines (0: all)")
     parser.add_argument("--git-dir", type=Path, help="a repository (bare is fine): measure fresh worktrees of it")
     parser.add_argument("--commits", default="", help="with --git-dir: comma-separated commits, in order")
+    parser.add_argument("--instances", type=Path, help="with --git-dir: SWE-bench rows (.jsonl[.gz]): their commits")
+    parser.add_argument("--repo-name", default="", help="with --instances: the rows of this repository (owner/name)")
+    parser.add_argument("--limit", type=int, default=0, help="with --instances: the first N rows (0: all)")
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=0,
+        help="with --instances: N rows as new worktrees, the cache filled from the rest",
+    )
+    parser.add_argument("--baseline-code", type=Path, help="a directory holding another snaffle package to compare")
+    parser.add_argument("--issue", help=argparse.SUPPRESS)
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
     parser.add_argument("--files", help=argparse.SUPPRESS)
@@ -330,6 +398,8 @@ def main() -> int:
     if args.phase:
         run_phase(args)
         return 0
+    if args.git_dir and args.probes:
+        return orchestrate_probes(args)
     if args.git_dir:
         return orchestrate_worktrees(args)
     return orchestrate(args)
@@ -364,42 +434,164 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 
 def orchestrate_worktrees(args: argparse.Namespace) -> int:
-    commits = [c for c in args.commits.split(",") if c]
-    if len(commits) < 2:
-        raise SystemExit("--commits: give at least two commits of --git-dir")
     scratch = Path(tempfile.mkdtemp(prefix="snaffle-worktree-bench-"))
     try:
-        print(f"repository: {args.git_dir}; {len(commits)} worktrees; load average {os.getloadavg()[0]:.2f} at start")
-        rows = [_worktree_row(args.git_dir, commit, scratch, n) for n, commit in enumerate([*commits, commits[0]])]
+        targets = _worktree_targets(args, scratch)
+        if len(targets) < 2:
+            raise SystemExit("give at least two commits: --commits A,B or --instances FILE --repo-name OWNER/NAME")
+        print(f"repository: {args.git_dir}; {len(targets)} worktrees; load average {_load()} at start")
+        if args.baseline_code:
+            print(f"baseline: the snaffle package under {args.baseline_code}, its own cache, same worktrees")
+        rows = [
+            _worktree_row(args, commit, issue, scratch, n) for n, (commit, issue) in enumerate([*targets, targets[0]])
+        ]
         print()
-        print_table(summarize_worktrees(rows, commits))
-        print("cpu s: CPU time of the phase's process (* not counting its parse workers)")
-        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        print_table(summarize_worktrees(rows, [commit for commit, _ in targets], bool(args.baseline_code)))
+        print("cpu s: CPU of the phase's process; tree cpu s: with its parse workers (sampled every 10 ms)")
+        print("load: the 1-minute load average when the row started (2 cores)")
+        print(f"load average at end: {_load()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
-def _worktree_row(git_dir: Path, commit: str, scratch: Path, number: int) -> dict[str, float]:
-    """Check `commit` out at a new path, then read its files and index it (build, prepare, localize) with the
-    shared cache, each in a fresh process."""
-    tree = scratch / f"worktree-{number}"
+def orchestrate_probes(args: argparse.Namespace) -> int:
+    """The held-out-like setting: the cache holds every other row's commit (each filled in order in one clone,
+    not timed), then each probe row is a new worktree indexed with a fresh copy of that cache, so no probe
+    profits from another. The baseline code, when given, fills and uses its own cache the same way."""
+    scratch = Path(tempfile.mkdtemp(prefix="snaffle-probe-bench-"))
+    try:
+        targets = _worktree_targets(args, scratch)
+        step = max(1, len(targets) // args.probes)
+        probes = [targets[n] for n in range(step // 2, len(targets), step)][: args.probes]
+        fill = list(dict.fromkeys(c for c, _ in targets if c not in {p for p, _ in probes}))
+        print(f"repository: {args.git_dir}; {len(probes)} probes, cache filled from {len(fill)} other commits")
+        codes: dict[str, Path | None] = {"result": None, **({"base": args.baseline_code} if args.baseline_code else {})}
+        filled = {label: _fill(args.git_dir, fill, scratch, label, code) for label, code in codes.items()}
+        print(f"load average {_load()} after filling; fill: {json.dumps(filled)}", flush=True)
+        rows = [_probe_row(args, probe, scratch, n, codes) for n, probe in enumerate(probes)]
+        print()
+        print_table(summarize_probes(rows, bool(args.baseline_code)))
+        print("cpu s: CPU of the phase's process; tree cpu s: with its parse workers (sampled every 10 ms)")
+        print(f"load: the 1-minute load average when the row started (2 cores); at end {_load()}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _fill(git_dir: Path, commits: list[str], scratch: Path, label: str, code: Path | None) -> dict[str, Any]:
+    tree, listing = scratch / f"fill-{label}", scratch / f"fill-{label}.json"
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(git_dir), str(tree)], check=True)
+    listing.write_text(json.dumps(commits))
+    common = [f"--tree={tree}", f"--files={listing}"]
+    result = spawn_phase("fill", common, code=code, cache=scratch / f"filled-{label}")
+    shutil.rmtree(tree, ignore_errors=True)
+    return {k: round(v, 2) for k, v in result.items() if k in ("seconds", "cpu", "tree_cpu")}
+
+
+def _probe_row(
+    args: argparse.Namespace,
+    probe: tuple[str, str | None],
+    scratch: Path,
+    number: int,
+    codes: dict[str, Path | None],
+) -> dict[str, Any]:
+    """One probe: a new worktree at its commit, indexed by each code path with a fresh copy of its filled cache
+    (taking turns at going first)."""
+    commit, issue = probe
+    tree = scratch / f"probe-{number}"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(args.git_dir), str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", commit], check=True)
+    common = [f"--tree={tree}", f"--files={scratch / 'none.json'}", *([f"--issue={issue}"] if issue else [])]
+    (scratch / "none.json").write_text("[]")
+    load = os.getloadavg()[0]
+    order = list(codes.items())
+    order = order[number % len(order) :] + order[: number % len(order)]
+    found = {}
+    for label, code in order:
+        cache = scratch / f"probe-cache-{label}"
+        shutil.copytree(scratch / f"filled-{label}", cache)
+        found[label] = spawn_phase("worktree", common, code=code, cache=cache)
+        shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    print(f"probe {number + 1} at {commit[:10]}: {json.dumps(found)}", flush=True)
+    return found["result"] | {"commit": commit, "load": load, "base": found.get("base", {})}
+
+
+def summarize_probes(rows: list[dict[str, Any]], baseline: bool) -> list[tuple[str, ...]]:
+    header: tuple[str, ...] = ("probe", "load", "files", "parsed", "workers", "build s", "prepare s", "localize s")
+    header += ("total s", "cpu s", "tree cpu s")
+    header += ("base total s", "base tree cpu s", "× base wall", "× base cpu", "same top-10") if baseline else ()
+    table: list[tuple[str, ...]] = [header]
+    for number, row in enumerate(rows):
+        cells: tuple[str, ...] = (f"{row['load']:.1f}", f"{row['files']:.0f}", f"{row['parsed']:.0f}")
+        cells += (f"{row['workers']:.0f}", f"{row['build']:.2f}", f"{row['prepare']:.2f}", f"{row['localize']:.2f}")
+        cells += (f"{row['seconds']:.2f}", f"{row['cpu']:.2f}", f"{row['tree_cpu']:.2f}")
+        table.append((f"{number + 1} {row['commit'][:10]}", *cells, *(_baseline_cells(row) if baseline else ())))
+    blank = ("",) * (len(header) - 1)
+    medians = {8: f"{statistics.median(r['seconds'] for r in rows):.2f}"}
+    medians[9] = f"{statistics.median(r['cpu'] for r in rows):.2f}"
+    medians[10] = f"{statistics.median(r['tree_cpu'] for r in rows):.2f}"
+    medians[3] = f"{statistics.median(r['parsed'] for r in rows):.0f}"
+    if baseline:
+        medians[11] = f"{statistics.median(r['base']['seconds'] for r in rows):.2f}"
+        medians[12] = f"{statistics.median(r['base']['tree_cpu'] for r in rows):.2f}"
+    table.append(("median", *_put(blank, medians)))
+    met = "yes" if statistics.median(r["seconds"] for r in rows) <= SEEN_REPO_TARGET_S else "NO"
+    table.append(("seen-repo target", *_put(blank, {8: f"≤ {SEEN_REPO_TARGET_S}", 9: met})))
+    return table
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def _worktree_targets(args: argparse.Namespace, scratch: Path) -> list[tuple[str, str | None]]:
+    """(commit, issue file) per worktree: --commits with the bench's stock issue, or the base commits and problem
+    statements of --instances' rows of --repo-name, in the file's order."""
+    if not args.instances:
+        return [(c, None) for c in args.commits.split(",") if c]
+    opener = gzip.open if str(args.instances).endswith(".gz") else open
+    with opener(args.instances, "rt", encoding="utf-8") as handle:
+        rows = [row for line in handle if (row := json.loads(line))["repo"] == args.repo_name]
+    targets: list[tuple[str, str | None]] = []
+    for number, row in enumerate(rows[: args.limit or None]):
+        issue = scratch / f"issue-{number}.md"
+        issue.write_text(row["problem_statement"], "utf-8")
+        targets.append((row["base_commit"], str(issue)))
+    return targets
+
+
+def _worktree_row(
+    args: argparse.Namespace, commit: str, issue: str | None, scratch: Path, number: int
+) -> dict[str, Any]:
+    """Check `commit` out at a new path, then read its files and index it (build, prepare, localize) with the
+    shared cache, each in a fresh process; with a baseline, the baseline's code the same way with its own cache."""
+    tree = scratch / f"worktree-{number}"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(args.git_dir), str(tree)], check=True)
     subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", commit], check=True)
     files = RepoIndex(tree).files()
     listing = scratch / f"files-{number}.json"
     listing.write_text(json.dumps(files))
-    common = [f"--tree={tree}", f"--files={listing}"]
+    common = [f"--tree={tree}", f"--files={listing}", *([f"--issue={issue}"] if issue else [])]
+    load = os.getloadavg()[0]
     read = spawn_phase("read", common)
-    result = spawn_phase("worktree", common, cache=scratch / "cache")
+    runs: list[tuple[str, Path | None, Path]] = [("result", None, scratch / "cache")]
+    if args.baseline_code:  # taking turns at going first: the second of two runs finds more of the tree in memory
+        runs.insert(number % 2, ("base", args.baseline_code, scratch / "cache-baseline"))
+    found = {label: spawn_phase("worktree", common, code=code, cache=cache) for label, code, cache in runs}
+    result, base = found["result"], found.get("base", {})
     shutil.rmtree(tree, ignore_errors=True)
     print(f"worktree {number + 1} at {commit[:10]}: {json.dumps(result)}", flush=True)
-    return result | {"read": read["seconds"]}
+    if base:
+        print(f"  baseline: {json.dumps(base)}", flush=True)
+    return result | {"read": read["seconds"], "load": load, "base": base}
 
 
-def summarize_worktrees(rows: list[dict[str, float]], commits: list[str]) -> list[tuple[str, ...]]:
-    header = (
+def summarize_worktrees(rows: list[dict[str, Any]], commits: list[str], baseline: bool) -> list[tuple[str, ...]]:
+    header: tuple[str, ...] = (
         "worktree",
+        "load",
         "files",
         "parsed",
         "build s",
@@ -407,28 +599,49 @@ def summarize_worktrees(rows: list[dict[str, float]], commits: list[str]) -> lis
         "localize s",
         "total s",
         "cpu s",
-        "× read",
-        "× cold",
     )
+    header += ("tree cpu s", "× read", "× cold")
+    header += ("base total s", "base tree cpu s", "× base wall", "× base cpu", "same top-10") if baseline else ()
     table: list[tuple[str, ...]] = [header]
     cold = rows[0]["seconds"]
     labels = [f"1 {commits[0][:10]} (cold)", *(f"{n + 2} {c[:10]}" for n, c in enumerate(commits[1:]))]
     labels.append(f"{len(commits) + 1} {commits[0][:10]} again")
     for label, row in zip(labels, rows, strict=True):
-        cells = (f"{row['files']:.0f}", f"{row['parsed']:.0f}", f"{row['build']:.2f}", f"{row['prepare']:.2f}")
-        ratios = (f"{row['seconds'] / row['read']:.1f}", f"{row['seconds'] / cold:.3f}")
-        cpu = f"{row['cpu']:.2f}" + ("*" if row["workers"] > 1 else "")
-        table.append((label, *cells, f"{row['localize']:.2f}", f"{row['seconds']:.2f}", cpu, *ratios))
-    seen = [row["seconds"] for row in rows[1:-1]]
-    median = statistics.median(seen)
+        cells: tuple[str, ...] = (
+            f"{row['load']:.1f}",
+            f"{row['files']:.0f}",
+            f"{row['parsed']:.0f}",
+            f"{row['build']:.2f}",
+        )
+        cells += (f"{row['prepare']:.2f}", f"{row['localize']:.2f}", f"{row['seconds']:.2f}", f"{row['cpu']:.2f}")
+        cells += (f"{row['tree_cpu']:.2f}", f"{row['seconds'] / row['read']:.1f}", f"{row['seconds'] / cold:.3f}")
+        table.append((label, *cells, *(_baseline_cells(row) if baseline else ())))
+    seen = rows[1:-1]
+    median = statistics.median(row["seconds"] for row in seen)
+    blank = ("",) * (len(header) - 1)
     met_cold = "yes" if cold <= COLD_REPO_TARGET_S else "NO"
+    table.append(("cold target", *_put(blank, {7: f"≤ {COLD_REPO_TARGET_S:.0f}", 8: met_cold})))
+    medians = {7: f"{median:.2f}", 8: f"{statistics.median(r['cpu'] for r in seen):.2f}"}
+    medians[9] = f"{statistics.median(r['tree_cpu'] for r in seen):.2f}"
+    if baseline:
+        medians[12] = f"{statistics.median(r['base']['seconds'] for r in seen):.2f}"
+        medians[13] = f"{statistics.median(r['base']['tree_cpu'] for r in seen):.2f}"
+    table.append(("median of worktrees 2..n (seen repo)", *_put(blank, medians)))
     met_seen = "yes" if median <= SEEN_REPO_TARGET_S else "NO"
-    cpu_median = statistics.median(row["cpu"] for row in rows[1:-1])
-    table.append(("cold target", "", "", "", "", "", f"≤ {COLD_REPO_TARGET_S:.0f}", "", "", met_cold))
-    cells = ("", "", "", "", "", f"{median:.2f}", f"{cpu_median:.2f}", "", f"{median / cold:.3f}")
-    table.append(("median of worktrees 2..n (seen repo)", *cells))
-    table.append(("seen-repo target", "", "", "", "", "", f"≤ {SEEN_REPO_TARGET_S}", "", "", met_seen))
+    table.append(("seen-repo target", *_put(blank, {7: f"≤ {SEEN_REPO_TARGET_S}", 8: met_seen})))
     return table
+
+
+def _put(blank: tuple[str, ...], cells: dict[int, str]) -> tuple[str, ...]:
+    """`blank` with the cells of `cells` (numbered from the table's second column) filled in."""
+    return tuple(cells.get(n, text) for n, text in enumerate(blank, start=1))
+
+
+def _baseline_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    base = row["base"]
+    ratios = (f"{row['seconds'] / base['seconds']:.2f}", f"{row['tree_cpu'] / base['tree_cpu']:.2f}")
+    same = "yes" if row["ranking"] == base["ranking"] else "NO"
+    return (f"{base['seconds']:.2f}", f"{base['tree_cpu']:.2f}", *ratios, same)
 
 
 def sum_mib(tree: Path, files: list[str]) -> float:

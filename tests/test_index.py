@@ -498,6 +498,7 @@ def test_parse_source_without_a_repository() -> None:
 
 def test_build_falls_back_to_serial_when_no_pool_can_start(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(index_repo, "START_METHOD", "no-such-start-method")
+    monkeypatch.setattr(index_repo, "SINGLE_THREAD_START_METHOD", "no-such-start-method")
     index = RepoIndex(repo)
     stats = index.build(workers=2)
     assert (stats.workers, stats.parsed) == (1, len(index.files()))

@@ -11,11 +11,12 @@ import itertools
 import json
 import math
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from snaffle.agentless.issue_text import identifier_pieces, tokenize
+from snaffle.index.cache import IndexedFile, damaged_line
 from snaffle.index.parse import Entity
+from snaffle.index.repo import Companion
 
 DOCUMENTS_FORMAT = "snaffle-documents/2"
 DOCUMENTS_DIR = "documents-2"
@@ -136,6 +139,7 @@ class DocumentStore:
         self.directory = cache_dir / DOCUMENTS_DIR if cache_dir is not None else None
         self._directory_name = str(self.directory)
         self._memory: dict[str, FileDocuments] = {}
+        self._damaged: list[str] = []
 
     def get(self, sha1: str, entities: Sequence[Entity], source: Callable[[], bytes]) -> FileDocuments:
         """The documents of the file with content `sha1`, parsed into `entities`; `source` reads it if needed."""
@@ -147,9 +151,6 @@ class DocumentStore:
         self._memory[f"{sha1}-{layout}"] = found
         return found
 
-    def _file(self, sha1: str) -> Path | None:
-        return Path(self._name(sha1)) if self.directory is not None else None
-
     def _name(self, sha1: str) -> str:
         """The entry's file name, joined by os.path (asked once per file of a checkout)."""
         return os.path.join(self._directory_name, sha1[:2], f"{sha1[2:]}.json")
@@ -157,27 +158,51 @@ class DocumentStore:
     def _load(self, sha1: str, layout: str) -> FileDocuments | None:
         if self.directory is None:
             return None
+        name = self._name(sha1)
         try:
-            with open(self._name(sha1), "rb") as handle:
+            with open(name, "rb") as handle:
                 payload = json.loads(handle.read())
-            if payload["format"] != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
+            if payload.get("format") != DOCUMENTS_FORMAT or payload["sha1"] != sha1 or payload["layout"] != layout:
                 return None  # another format, another file's text (copied over this one), another parse
             return _from_payload(payload)
-        except (OSError, ValueError, TypeError, KeyError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self._damaged.append(name)  # rebuilt by the caller; `report_damaged` says so
             return None
 
+    def report_damaged(self) -> int:
+        """Say in one stderr line how many entries could not be read back (and were rebuilt) since last asked."""
+        damaged, self._damaged = self._damaged, []
+        if damaged:
+            print(damaged_line("documents", damaged), file=sys.stderr, flush=True)
+        return len(damaged)
+
     def _store(self, sha1: str, layout: str, documents: FileDocuments) -> None:
-        """Write atomically; a cache that cannot be written only makes the next run slower."""
-        target = self._file(sha1)
-        if target is None:
-            return
-        temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
-            os.replace(temporary, target)
-        except OSError:
-            temporary.unlink(missing_ok=True)
+        if self.directory is not None:
+            _store_entry(self.directory, sha1, layout, documents)
+
+    def companion(self) -> Companion | None:
+        """The documents' share of a parallel index build: each new file's documents built in the worker that
+        parses it and written to this store's disk cache (None without one: a worker's memory is not kept)."""
+        return partial(_build_and_store, self.directory) if self.directory is not None else None
+
+
+def _build_and_store(directory: Path, source: bytes, record: IndexedFile) -> None:
+    """Build one file's documents from its text and record and write them under its content hash."""
+    _store_entry(directory, record.info.sha1, entity_layout(record.entities), build_documents(source, record.entities))
+
+
+def _store_entry(directory: Path, sha1: str, layout: str, documents: FileDocuments) -> None:
+    """Write atomically; a cache that cannot be written only makes the next run slower."""
+    target = directory / sha1[:2] / f"{sha1[2:]}.json"
+    temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(_payload(sha1, layout, documents), separators=(",", ":")), "utf-8")
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
 
 
 def entity_layout(entities: Sequence[Entity]) -> str:
@@ -246,15 +271,35 @@ class Bm25:
     def scores(self, words: Iterable[str]) -> Vector:
         """Each document's BM25F score for the query words."""
         total = np.zeros(len(self.lengths))
-        for term, weight in query_weights(words).items():
-            tf = self.frequencies(term)
+        weights = query_weights(words)
+        holders = self.holders(weights)  # one pass over the documents for every term, not one pass per term
+        for term, weight in weights.items():
+            tf = self.frequencies(term, holders.get(term, []))
             frequency = int(np.count_nonzero(tf))
             if frequency:
                 total += weight * idf(frequency, len(tf)) * tf / (tf + self.norm)
         return total
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
+        """The fielded frequency of `term` in every document; `among`: the numbers of the only files that can
+        hold it (`holders`), in order."""
         raise NotImplementedError
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        """For each of `terms`, the numbers of the files whose fields hold it, in order."""
+        raise NotImplementedError
+
+
+def _holders(fields: Iterable[Sequence[dict[str, Any]]], terms: Iterable[str]) -> dict[str, list[int]]:
+    """For each term, the numbers of the files (in order) in any of whose `fields` (one dict per file each) it is a
+    key: set intersections, so a file costs as many lookups as the query has terms, in C."""
+    wanted = set(terms)
+    found: dict[str, list[int]] = {}
+    for number, dicts in enumerate(zip(*fields, strict=True)):
+        held = set().union(*(d.keys() & wanted for d in dicts))
+        for term in held:
+            found.setdefault(term, []).append(number)
+    return found
 
 
 class FileBm25(Bm25):
@@ -270,15 +315,17 @@ class FileBm25(Bm25):
         ]
         super().__init__(lengths, params)
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
         path, head, body = self.params.path, self.params.head, self.params.body
-        return np.asarray(
-            [
-                body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
-                for d, p in zip(self.documents, self.path_terms, strict=True)
-            ],
-            dtype=np.float64,
-        )
+        tf = np.zeros(len(self.documents))
+        for number in range(len(self.documents)) if among is None else among:
+            d, p = self.documents[number], self.path_terms[number]
+            tf[number] = body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
+        return tf
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        documents = self.documents
+        return _holders(([d.terms for d in documents], [d.heads for d in documents], self.path_terms), terms)
 
 
 class EntityBm25(Bm25):
@@ -295,14 +342,14 @@ class EntityBm25(Bm25):
             lengths.extend(in_path + params.head * h + params.body * b for h, b in pairs)
         super().__init__(lengths, params)
 
-    def frequencies(self, term: str) -> Vector:
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
         """The fielded frequency of `term` in every entity document."""
         tf = np.zeros(len(self.lengths))
         ids: list[int] = []
         counts: list[float] = []
         fields = ((self.params.head, "heads"), (self.params.body, "bodies"))
-        for number, (document, path_terms) in enumerate(zip(self.documents, self.path_terms, strict=True)):
-            start = self.offsets[number]
+        for number in range(len(self.documents)) if among is None else among:
+            document, path_terms, start = self.documents[number], self.path_terms[number], self.offsets[number]
             if in_path := path_terms.get(term, 0):
                 tf[start : self.offsets[number + 1]] += self.params.path * in_path
             for weight, name in fields:
@@ -312,3 +359,7 @@ class EntityBm25(Bm25):
         if ids:
             np.add.at(tf, np.asarray(ids), np.asarray(counts))
         return tf
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        documents = self.documents
+        return _holders(([d.heads for d in documents], [d.bodies for d in documents], self.path_terms), terms)

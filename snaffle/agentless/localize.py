@@ -27,13 +27,11 @@ from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.graph import RefGraph, pagerank
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
-from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
 from snaffle.index.imports import imported_modules
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
-from snaffle.sandbox import Sandbox
 
 Scores = dict[Entity, float]
 FileScores = dict[str, float]
@@ -214,7 +212,8 @@ class Localizer:
         store = store or DocumentStore(self.index.cache_dir)
         files = self.index.files()
         paths = [p for p in files if not is_test_file(p)]
-        self.index.build(paths=paths)  # in parallel when many files are new; records this checkout's manifest
+        # In parallel when many files are new, their documents built by the same workers; records the manifest.
+        self.index.build(paths=paths, companion=store.companion())
         documents: list[FileDocuments] = []
         candidates: list[Entity] = []
         numbers: dict[Entity, tuple[int, int]] = {}
@@ -223,6 +222,7 @@ class Localizer:
             numbers.update({entity: (len(documents), local) for local, entity in enumerate(record.entities)})
             documents.append(store.get(record.info.sha1, record.entities, partial(self.index.source, path)))
             candidates.extend(record.entities)
+        store.report_damaged()
         self._tables = Tables(
             paths=paths,
             documents=documents,
@@ -690,10 +690,12 @@ def _suffix_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
     by_suffix: dict[str, list[Entity]] = defaultdict(list)
     for entity in (e for e in entities if e.kind in ("function", "method") and e.qualname):
         name = entity.name.lstrip("_")
-        for at in (i for i, c in enumerate(name) if c == "_" and 0 < i < len(name) - 1):
+        at = name.find("_", 1)  # each `_` past the first character and before the last, found by str.find
+        while 0 < at < len(name) - 1:
             suffix = name[at + 1 :].lstrip("_")
             if suffix and not suffix.endswith("_"):
                 by_suffix[suffix].append(entity)
+            at = name.find("_", at + 1)
     return dict(by_suffix)
 
 
@@ -829,6 +831,9 @@ def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: 
     index = RepoIndex(repo, cache_dir=cache_dir("structure"))
     sbfl = None
     if failing_test:
+        from snaffle.agentless.sbfl import sbfl_scores  # here: the sandbox's imports are only paid with a test
+        from snaffle.sandbox import Sandbox
+
         with tempfile.TemporaryDirectory(prefix="snaffle-localize-") as scratch:
             sbfl = sbfl_scores(index, failing_test, Sandbox.create(Path(scratch)))
     result = Localizer(index).localize(issue, sbfl=sbfl, top=top)

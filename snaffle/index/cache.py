@@ -135,23 +135,39 @@ def store_record(cache_dir: Path | None, options: EntityOptions, record: Indexed
     _write_json(_content_file(cache_dir, info.sha1, options), payload)
 
 
+class DamagedEntry(ValueError):
+    """Raised by `load_record` for an entry that exists but cannot be read back (truncated, not JSON, the wrong
+    shape, unreadable): the caller rebuilds it and says so in one line (`damaged_line`). An entry of another
+    format or of another text is not damaged, only not this one's."""
+
+
 def load_record(
     cache_dir: Path | None, options: EntityOptions, path: str, stat: os.stat_result, sha1: str
 ) -> IndexedFile | None:
-    """The record of the file text `sha1` found at `path` (with `stat`), or None when absent, unreadable or of
-    another format."""
+    """The record of the file text `sha1` found at `path` (with `stat`), or None when absent or of another
+    format or text; a `DamagedEntry` when it cannot be read back."""
     if cache_dir is None:
         return None
+    name = _content_name(cache_dir, sha1, options)
     try:
-        with open(_content_name(cache_dir, sha1, options), "rb") as handle:
+        with open(name, "rb") as handle:
             payload = json.loads(handle.read())
-        if payload["format"] != CACHE_FORMAT or payload["sha1"] != sha1:
+        if payload.get("format") != CACHE_FORMAT or payload["sha1"] != sha1:
             return None
         lines, errors, undecodable = payload["file"]
         info = FileInfo(path, stat.st_mtime_ns, stat.st_size, sha1, lines, errors, undecodable)
         return IndexedFile(info, tuple(Entity(path, *row) for row in payload["entities"]))
-    except (OSError, ValueError, TypeError, KeyError, IndexError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+        raise DamagedEntry(name) from error
+
+
+def damaged_line(kind: str, names: list[str]) -> str:
+    """The one line that says how many entries of one cache could not be read back and were rebuilt."""
+    more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+    were = "entry was" if len(names) == 1 else "entries were"
+    return f"snaffle: {len(names)} {kind} cache {were} truncated or corrupt and rebuilt: {names[0]}{more}"
 
 
 def load_manifest(cache_dir: Path | None, root: str) -> Stats:

@@ -10,7 +10,10 @@ import multiprocessing
 import os
 import posixpath
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -22,9 +25,11 @@ from typing import Any
 from tree_sitter import Tree
 
 from snaffle.index.cache import (
+    DamagedEntry,
     FileInfo,
     IndexedFile,
     Stats,
+    damaged_line,
     load_manifest,
     load_record,
     record_from_payload,
@@ -47,16 +52,29 @@ ROOT_SKIP_DIRS = frozenset({"build", "dist"})
 """Build outputs, skipped only at the top: packages such as pip have a real `build/` subpackage."""
 GIT_TIMEOUT_S = 30
 PARALLEL_MIN_FILES = 200
-"""Below this many files to parse, starting worker processes costs more than it saves."""
+"""Below this many files to parse, worker processes cost more than they save: with a localizer's documents built
+in them too, 94-204 new sympy texts took 0.90-1.20x the CPU of one process and 124 sphinx texts 1.16x, on 2 cores
+at load average 5-7 (issue 17's index_bench runs)."""
 MAX_WORKERS = 4
 CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
 START_METHOD = "forkserver"
-"""Workers never fork the caller: it may hold threads (the shim, asyncio), which fork does not copy."""
+"""Workers never fork a caller that runs other Python threads (the shim, asyncio): fork copies only the calling
+thread, and a lock another one holds stays held in the child."""
+SINGLE_THREAD_START_METHOD = "fork"
+"""A caller with no other Python thread is forked: a worker then starts with every module already imported (a pool
+of 2 measured ready in 0.06 s, against 1.3 s and 0.19 s CPU per worker from a fork server, at load average 5).
+A C library's own threads, such as OpenBLAS's, are no hazard: the workers never call into it."""
+FORK_WARNING = r".*multi-threaded, use of fork\(\) may lead to deadlocks"
+"""Python 3.12+ warns on fork whenever the OS counts other threads, a C library's included."""
 MAX_SELECTOR_CHARS = 4096
 """Linux's PATH_MAX: a longer selector names no file."""
 TREE_CACHE_FILES = 8
 """Trees kept for the files parsed last, so that repeated edits to one file reparse incrementally."""
+Companion = Callable[[bytes, "IndexedFile"], None]
+"""Per-file work a caller adds to a parallel build (a localizer's documents), run in the worker beside the parse
+with the file's text and record, so that a new worktree pays for its new files once, on every core. It must be
+picklable (a module-level function or a partial of one) and keep its results in a cache of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +85,8 @@ class BuildStats:
     cached: int
     parsed: int
     workers: int
+    rebuilt: int = 0
+    """Cache entries found damaged (truncated, corrupt) and written anew; `build` says so in one stderr line."""
 
 
 # ------------------------------------------------------------------------------------------- indexing
@@ -85,14 +105,19 @@ def _indexed(path: str, stat: os.stat_result, source: bytes, parsed: ParsedSourc
     return IndexedFile(info, parsed.entities)
 
 
-def _index_in_worker(root: str, cache_dir: Path | None, options: EntityOptions, path: str) -> dict[str, Any] | None:
-    """Parse and cache one file in a worker process; the record goes back as plain data (None: unreadable)."""
+def _index_in_worker(
+    root: str, cache_dir: Path | None, options: EntityOptions, companion: Companion | None, path: str
+) -> dict[str, Any] | None:
+    """Parse and cache one file in a worker process, then run the companion on it; the record goes back as plain
+    data (None: unreadable)."""
     try:
         stat, source = _read(root, path)
     except OSError:
         return None
     record = _indexed(path, stat, source, parse_source(path, source, options=options))
     store_record(cache_dir, options, record)
+    if companion is not None:
+        companion(source, record)
     return record_payload(record.info, record.entities)
 
 
@@ -123,8 +148,8 @@ def _git_files(root: Path) -> list[str] | None:
         return None
     if done.returncode != 0:
         return None
-    names = os.fsdecode(done.stdout).split("\0")
-    return [name for name in names if name.endswith(PYTHON_SUFFIX) and os.path.isfile(root / name)]
+    names, top = os.fsdecode(done.stdout).split("\0"), str(root)
+    return [name for name in names if name.endswith(PYTHON_SUFFIX) and os.path.isfile(os.path.join(top, name))]
 
 
 def _walk_files(root: Path) -> list[str]:
@@ -149,6 +174,7 @@ class RepoIndex:
         self._files: list[str] | None = None
         self._records: dict[str, IndexedFile] = {}
         self._trees: dict[str, tuple[bytes, Tree]] = {}  # the last parses, oldest first
+        self._damaged: list[str] = []  # cache entries found damaged since the last build reported them
 
     # ---- listing
 
@@ -169,7 +195,7 @@ class RepoIndex:
             return False
         # Neither git's listing nor os.walk goes through a directory symlink, so only the file itself can be a
         # link: one lstat per file, a realpath only for a link (realpath on every file measured 10-17x slower).
-        return not os.path.islink(self.root / name) or self._inside(name)
+        return not os.path.islink(os.path.join(self._root_key, name)) or self._inside(name)
 
     def _inside(self, normal: str) -> bool:
         """Whether `normal`, every symlink followed, is inside the root."""
@@ -224,17 +250,26 @@ class RepoIndex:
 
     # ---- building and refreshing
 
-    def build(self, workers: int = 0, paths: Sequence[str] | None = None) -> BuildStats:
+    def build(
+        self, workers: int = 0, paths: Sequence[str] | None = None, companion: Companion | None = None
+    ) -> BuildStats:
         """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
-        records; `workers` 0 picks processes by the work left. The checkout's manifest is written after."""
+        records; `workers` 0 picks processes by the work left; each worker also runs the `companion` on the files
+        it parses (see `Companion`). The checkout's manifest is written after."""
         listed = self.files()
         paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             stale = [path for path in paths if not self._reuse_or_false(path)]
             count = _worker_count(workers, len(stale))
-            parsed, count = self._parse_parallel(stale, count) if count > 1 else (self._parse_serial(stale), 1)
+            if count > 1:
+                parsed, count = self._parse_parallel(stale, count, companion)
+            else:
+                parsed = self._parse_serial(stale)
         self._store_manifest()
-        return BuildStats(len(paths), len(paths) - len(stale), parsed, count)
+        damaged, self._damaged = self._damaged, []
+        if damaged:
+            print(damaged_line("index", damaged), file=sys.stderr, flush=True)
+        return BuildStats(len(paths), len(paths) - len(stale), parsed, count, len(damaged))
 
     def _store_manifest(self) -> None:
         """Write this checkout's stats when they differ from the ones read (one file for the whole checkout)."""
@@ -297,7 +332,11 @@ class RepoIndex:
                 replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
             )
             return True
-        loaded = load_record(self.cache_dir, self.options, path, stat, sha1)
+        try:
+            loaded = load_record(self.cache_dir, self.options, path, stat, sha1)
+        except DamagedEntry as damaged:
+            self._damaged.append(str(damaged))
+            return False
         if loaded is None:
             return False
         self._records[path] = loaded
@@ -328,16 +367,15 @@ class RepoIndex:
             parsed += 1
         return parsed
 
-    def _parse_parallel(self, paths: list[str], workers: int) -> tuple[int, int]:
+    def _parse_parallel(self, paths: list[str], workers: int, companion: Companion | None) -> tuple[int, int]:
         """Parse in worker processes: (files parsed, workers used); a pool that cannot start (a script
         without a `__main__` guard, no process support) falls back to parsing here."""
-        job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options)
+        job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
         try:
-            context = multiprocessing.get_context(START_METHOD)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            with _pool(workers) as pool:
                 payloads = [p for p in pool.map(job, paths, chunksize=chunk) if p is not None]
-        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no forkserver on this platform
+        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no such start method on this platform
             return self._parse_serial(paths), 1
         for payload in payloads:
             self._records[payload["info"][0]] = record_from_payload(payload)
@@ -375,6 +413,22 @@ class RepoIndex:
         if len(found) != 1:
             raise path_error(path, self.files())
         return found[0]
+
+
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """Parse workers, forked when no other Python thread runs here (the fork warning of a C library's threads
+    silenced: no other thread can be changing the warning filters meanwhile), else started by a fork server."""
+    if threading.active_count() > 1:
+        context = multiprocessing.get_context(START_METHOD)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield pool
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", FORK_WARNING, DeprecationWarning)
+        context = multiprocessing.get_context(SINGLE_THREAD_START_METHOD)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield pool
 
 
 def _outside(normal: str) -> bool:
