@@ -55,6 +55,7 @@ from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
 from snaffle.agentless.localize import (
     ENTITY_SIGNALS,
+    FILE_PRIORS,
     FILE_SIGNALS,
     KIND_PRIORS,
     Localizer,
@@ -81,6 +82,8 @@ def main() -> int:
     cold_left: dict[str, int] = {}
     for row in rows:
         result = cached(row, args)
+        if result is None and args.extend:
+            result = extend(row, args)
         if result is None and not args.cached_only:
             result = measure(row, args, cold_left)
         if result is not None:
@@ -121,6 +124,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
     parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
     parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
+    parser.add_argument(
+        "--extend",
+        type=lambda text: text.split(","),
+        default=[],
+        help="with --cache: a stale record gets only these signals (a,b; `generic`: the hubness prior) computed "
+        "anew, the rest kept (only when the code of the rest did not change)",
+    )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     parser.add_argument("--cold-workers", type=int, default=1, help="parse processes of the cold index (0: auto)")
@@ -130,7 +140,7 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py")
+SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py", "priors.py")
 """The agentless modules whose code makes the signals (the index's are all in)."""
 VARIANTS = {"strip_template": True}
 """[issue] switches whose signals every record also holds (under `variants`), so the fit compares both ways."""
@@ -316,7 +326,39 @@ def signal_record(signals: Signals) -> Row:
         "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
         "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
         "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+        "file_priors": {"generic": {p: round(v, 6) for p, v in signals.generic.items()}},
     }
+
+
+def extend(row: Row, args: argparse.Namespace) -> Row | None:
+    """A stale cached record with the `--extend` signals computed on the instance's checkout (the others kept:
+    they must be what today's code computes), stored under today's fingerprint; None when there is none."""
+    path = args.cache / f"{row['instance_id']}.json" if args.cache is not None else None
+    if path is None or not path.exists() or (repo := checkout(row, args)) is None:
+        return None
+    started = time.monotonic()
+    record: Row = json.loads(path.read_text(encoding="utf-8"))
+    index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
+    index.build(paths=sources(index))
+    localizer = Localizer(index).prepare()
+    skip = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *FILE_PRIORS) if n not in args.extend]
+    issue = str(row["problem_statement"])
+    _merge(record, signal_record(localizer.signals(parse_issue(issue), every=True, skip=skip)), args.extend)
+    for name, value in VARIANTS.items():
+        found = localizer.signals(parse_issue(issue, **{name: value}), every=True, skip=skip)
+        _merge(record["variants"][name], signal_record(found), args.extend)
+    record["fingerprint"] = fingerprint()
+    path.write_text(json.dumps(record), encoding="utf-8")
+    print(f"{row['instance_id']}: extended with {','.join(args.extend)} in {time.monotonic() - started:.1f}s", flush=True)
+    return record
+
+
+def _merge(record: Row, found: Row, names: Iterable[str]) -> None:
+    """`names`' values from `found` into `record`, in place (each in its part: entity, file, file prior)."""
+    for part in ("entity_signals", "file_signals", "file_priors"):
+        for name in (n for n in names if n in found[part]):
+            record.setdefault(part, {})[name] = found[part][name]
+    record["kinds"] = {**found["kinds"], **record["kinds"]}
 
 
 def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:
