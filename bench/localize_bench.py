@@ -94,7 +94,7 @@ def main() -> int:
     print_table(results)
     print_speed(results)
     if args.cv and results:
-        print_cv(results)
+        print_cv(results, args)
     return 0
 
 
@@ -137,6 +137,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--skip", type=lambda text: text.split(","), default=[], help="signals not computed for the fit (a,b)"
     )
+    parser.add_argument(
+        "--new",
+        type=lambda text: text.split(","),
+        default=[],
+        help="with --cv: signals or priors (a,b) new in this change: a row of today's without them (held off), one "
+        "with each alone added, each four starts",
+    )
+    parser.add_argument(
+        "--ablate", type=lambda text: text.split(","), help="with --cv: ablation rows for these only (default: all)"
+    )
+    parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
     return parser.parse_args()
 
 
@@ -499,7 +510,7 @@ def localized_hits(record: Row) -> tuple[int, ...]:
     return (*(hit(files, gold_files, k) for k in (1, 3, 5)), *(hit(entities, gold_entities, k) for k in (1, 5, 10)))
 
 
-def print_cv(results: list[Row]) -> None:
+def print_cv(results: list[Row], args: argparse.Namespace) -> None:
     """In-sample and leave-one-repository-out figures (single start and several starts), each [issue] variant's,
     the folds and their spread, then each signal's ablation (refit without it, single start). The leave-one-out
     fits start from neutral and seeded random weights only: the packaged ones were tuned on every repository."""
@@ -518,11 +529,12 @@ def print_cv(results: list[Row]) -> None:
     rows += [("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))]
     rows += [("leave-one-repo-out, neutral start", single["rates"])]
     rows += [(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])]
-    rows += print_variants(results, initial)
+    rows += new_rows(cases, initial, search, args.new)
+    rows += print_variants(results, initial) if args.variants else []
     for name, measured in rows:
         print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
     print_folds(cases, full)
-    print_ablations(cases, initial, single, search)
+    print_ablations(cases, initial, single, search, args.ablate)
     print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
 
@@ -564,14 +576,33 @@ def print_folds(cases: list[Any], full: Row) -> None:
     print(f"\nfitted weights across folds (min..max): {moved}")
 
 
-def print_ablations(cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any]) -> None:
+def new_rows(
+    cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str]
+) -> list[tuple[str, dict[str, float]]]:
+    """Leave-one-repo-out ({1 + RANDOM_STARTS} starts) with the `new` signals and priors held at their off value
+    (today's ranking), then with each one alone let in: what a change adds, judged in the same run."""
+    if not new:
+        return []
+    off = {n: PRIORS_OFF.get(n, 0.0) for n in new}
+    today = leave_one_repo_out(cases, {**initial, **off}, frozen=new, search=search)
+    rows = [(f"today's signals (without {', '.join(new)}), {1 + RANDOM_STARTS} starts", today["rates"])]
+    for name in new if len(new) > 1 else ():
+        held = [n for n in new if n != name]
+        alone = leave_one_repo_out(cases, {**initial, **off, name: initial[name]}, frozen=held, search=search)
+        rows.append((f"today's + {name}, {1 + RANDOM_STARTS} starts", alone["rates"]))
+    return rows
+
+
+def print_ablations(
+    cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any], only: list[str] | None = None
+) -> None:
     """Per signal, leave-one-repo-out (neutral start) with it held at 0 (a prior: at its off value), against the
     same fit with it; a signal no fold turned on is not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = base_run["rates"]
     off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
-    for signal, value in off.items():
+    for signal, value in ((s, v) for s, v in off.items() if only is None or s in only):
         if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
