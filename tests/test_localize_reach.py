@@ -95,7 +95,9 @@ def test_named_file_is_the_files_evidence_apart_from_the_entitys(tmp_path: Path)
 
 def test_reach_file_points_at_the_callees_file(tmp_path: Path) -> None:
     files = dict(FILES)
-    files["calc/api.py"] = "from calc.printing import TextPrinter\n\n\ndef show(expr):\n    return TextPrinter({}).doprint(expr)\n"
+    files["calc/api.py"] = (
+        "from calc.printing import TextPrinter\n\n\ndef show(expr):\n    return TextPrinter({}).doprint(expr)\n"
+    )
     found = Localizer(RepoIndex(make_repo(tmp_path / "calc", files))).prepare()
     signals = found.signals(parse_issue("`show(total)` is wrong.\n"), every=True)
     assert set(signals.file["reach_file"]) == {"calc/printing.py"}
@@ -110,7 +112,9 @@ def test_the_new_signals_at_zero_leave_the_ranking_unchanged(tmp_path: Path) -> 
     issue = "`load_theme` ignores the language: the project theme is the default.\n"
     signals = found.signals(parse_issue(issue), every=True)
     assert signals.generic["site/quickstart.py"] == 1.0  # computed for the bench: every scorer
-    bare = replace(signals, generic={}, file={n: s for n, s in signals.file.items() if n not in ("named_file", "reach_file")})
+    bare = replace(
+        signals, generic={}, file={n: s for n, s in signals.file.items() if n not in ("named_file", "reach_file")}
+    )
     assert rank(signals, packaged, 10) == rank(bare, packaged, 10)
     assert found.signals(parse_issue(issue)).generic == {}  # not computed when its prior is off
 
@@ -124,32 +128,40 @@ HUB = (
     "def ask_master_document_templates():\n    return 'master document templates'\n"
 )
 TOPICS = {
-    "author": "def format_author(author, version):\n    return author + version\n",
-    "theme": "def load_theme(theme, language):\n    return theme\n",
-    "builder": "def run_builder(builder, source, build):\n    return builder\n",
-    "document": "def read_document(master, document):\n    return document\n",
-    "templates": "def find_templates(templates, directories):\n    return templates\n",
-    "project": "def new_project(project, name):\n    return project\n",
-    "extensions": "def add_extensions(extensions, builder):\n    return extensions\n",
+    "author": ("format_author", "author, version", "The author and the version, formatted."),
+    "theme": ("load_theme", "theme, language", "Load a theme for a language."),
+    "builder": ("run_builder", "builder, source, build", "Run a builder from the source to the build directory."),
+    "document": ("read_document", "master, document", "Read the master document."),
+    "templates": ("find_templates", "templates, directories", "Find the templates in the directories."),
+    "project": ("new_project", "project, name", "A new project of this name."),
+    "extensions": ("add_extensions", "extensions, builder", "Add extensions to a builder."),
 }
+"""Small files of one topic each: a function, its parameters, its docstring."""
 
 
-def hub_repository() -> tuple[list[str], list]:  # type: ignore[type-arg]
+def topic(name: str, parameters: str, doc: str) -> str:
+    return f'def {name}({parameters}):\n    """{doc}"""\n    return {parameters.split(",")[0]}\n'
+
+
+def hub_repository() -> tuple[list[str], list, list[str]]:  # type: ignore[type-arg]
+    """The generator and the topic files: paths, documents, and each file's docstrings (the hubness queries)."""
     paths = ["site/quickstart.py", *(f"site/{name}.py" for name in TOPICS)]
-    texts = [HUB, *TOPICS.values()]
-    return paths, [build_documents(t.encode(), parse_source(p, t.encode()).entities) for p, t in zip(paths, texts, strict=True)]
+    texts = [HUB, *(topic(*v) for v in TOPICS.values())]
+    parsed = [parse_source(p, t.encode()) for p, t in zip(paths, texts, strict=True)]
+    documents = [build_documents(t.encode(), f.entities) for t, f in zip(texts, parsed, strict=True)]
+    return paths, documents, [" ".join(e.doc for e in f.entities) for f in parsed]
 
 
 def test_a_file_that_matches_every_other_files_words_is_the_hub() -> None:
-    paths, documents = hub_repository()
-    hubs = hubness(paths, documents, Weights.load().file_bm25)
+    paths, documents, prose = hub_repository()
+    hubs = hubness(paths, documents, Weights.load().file_bm25, prose)
     assert hubs["site/quickstart.py"] == 1.0
     assert all(v < 1.0 for p, v in hubs.items() if p != "site/quickstart.py")
 
 
 def hub_localizer(tmp_path: Path) -> Localizer:
     files: dict[str, str | bytes] = {"site/__init__.py": "", "site/quickstart.py": HUB}
-    files.update({f"site/{name}.py": text for name, text in TOPICS.items()})
+    files.update({f"site/{name}.py": topic(*values) for name, values in TOPICS.items()})
     return Localizer(RepoIndex(make_repo(tmp_path / "site", files))).prepare()
 
 
@@ -172,5 +184,5 @@ def test_discount_is_one_when_the_prior_is_off() -> None:
 
 
 def test_a_repository_smaller_than_the_depth_has_no_hubs() -> None:
-    paths, documents = hub_repository()
-    assert hubness(paths[:5], documents[:5], Weights.load().file_bm25) == {}
+    paths, documents, prose = hub_repository()
+    assert hubness(paths[:5], documents[:5], Weights.load().file_bm25, prose[:5]) == {}

@@ -270,7 +270,9 @@ class Localizer:
     def generic(self) -> Mapping[str, float]:
         """Each file's hubness (priors.py; computed on first use: only the generic prior needs it)."""
         if self._generic is None:
-            self._generic = hubness(self.tables.paths, self.tables.documents, self.weights.file_bm25)
+            tables = self.tables
+            prose = [" ".join(e.doc for e in self.index.entities(p)) for p in tables.paths]
+            self._generic = hubness(tables.paths, tables.documents, self.weights.file_bm25, prose)
         return self._generic
 
     def localize(

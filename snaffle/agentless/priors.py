@@ -1,9 +1,10 @@
 """A prior against generic files, learned from the repository itself (no issue, no gold): hubness under BM25.
 
-Each file's own words (its path and the heads of its definitions: names, signatures, docstrings) are a query;
-BM25F over whole files (the localizer's `FileBm25` arithmetic) ranks every other file for it. A file that lands in
-the top `HUB_DEPTH` for many other files' queries matches any text about the repository (a project generator, an
-application object that touches everything) and is discounted by `[tuning] generic_prior`.
+Each file's own prose (the first lines of its docstrings: module, classes, functions) is a query, worded like an
+issue; BM25F over whole files (the localizer's `FileBm25` arithmetic) ranks every other file for it. A file that
+lands in the top `HUB_DEPTH` for many other files' queries matches any text about the repository (a project
+generator full of prompts, an application object that touches everything) and is discounted by `[tuning]
+generic_prior`. (Measured first with names, signatures and docstrings as the query: the fit left it off.)
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ HUB_MAX_SHARE = 0.5
 products (queries x files) are most of the cost."""
 
 
-def hubness(paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params) -> dict[str, float]:
-    """Per file, how often it ranks in the top `HUB_DEPTH` for the other files' own words, over the most often
-    any file does (1 = the repository's most generic file); files never ranked there are left out."""
+def hubness(
+    paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params, prose: Sequence[str]
+) -> dict[str, float]:
+    """Per file, how often it ranks in the top `HUB_DEPTH` for the other files' `prose` (one text per file),
+    over the most often any file does (1 = the repository's most generic file); files never ranked there are
+    left out."""
     count = len(paths)
     if count <= HUB_DEPTH:
         return {}
-    scores = _self_scores(paths, documents, params)
+    scores = _self_scores(paths, documents, params, [query_weights(tokenize(text)) for text in prose])
     np.fill_diagonal(scores, 0.0)
     top = np.argpartition(-scores, HUB_DEPTH, axis=1)[:, :HUB_DEPTH]
     rows = np.repeat(np.arange(count), HUB_DEPTH)
@@ -39,11 +43,12 @@ def hubness(paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm
     return {paths[i]: float(counted[i]) / best for i in np.flatnonzero(counted)} if best else {}
 
 
-def _self_scores(paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params) -> np.ndarray:
-    """queries x files: the BM25F score of each file for each file's own words (a sum of per-term outer
-    products: the queries holding the term times the files holding it)."""
+def _self_scores(
+    paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params, queries: Sequence[dict[str, float]]
+) -> np.ndarray:
+    """queries x files: the BM25F score of each file for each query (a sum of per-term outer products: the
+    queries holding the term times the files holding it)."""
     path_terms = [Counter(tokenize(p)) for p in paths]
-    queries = [_own_words(d, t) for d, t in zip(documents, path_terms, strict=True)]
     postings = _fielded(documents, path_terms, params, {t for q in queries for t in q})
     lengths = np.array(
         [
@@ -69,13 +74,6 @@ def _self_scores(paths: Sequence[str], documents: Sequence[FileDocuments], param
     return scores
 
 
-def _own_words(document: FileDocuments, path_terms: Counter[str]) -> dict[str, float]:
-    """A file's own words as a query: its path's terms and its definitions' heads (`query_weights`)."""
-    words = [t for t, n in path_terms.items() for _ in range(n)]
-    words += [t for t, postings in document.heads.items() for _ in range(sum(postings[1::2]))]
-    return query_weights(words)
-
-
 def _fielded(
     documents: Sequence[FileDocuments], path_terms: Sequence[Counter[str]], params: Bm25Params, vocabulary: set[str]
 ) -> dict[str, tuple[list[int], list[float]]]:
@@ -96,4 +94,3 @@ def _fielded(
 def discount(hub: float, strength: float) -> float:
     """The factor a file's score is scaled by: 1 - strength x hubness (1 when the prior is off)."""
     return 1.0 - strength * hub if strength > 0 else 1.0
-
