@@ -360,7 +360,9 @@ def extend(row: Row, args: argparse.Namespace) -> Row | None:
         _merge(record["variants"][name], signal_record(found), args.extend)
     record["fingerprint"] = fingerprint()
     path.write_text(json.dumps(record), encoding="utf-8")
-    print(f"{row['instance_id']}: extended with {','.join(args.extend)} in {time.monotonic() - started:.1f}s", flush=True)
+    print(
+        f"{row['instance_id']}: extended with {','.join(args.extend)} in {time.monotonic() - started:.1f}s", flush=True
+    )
     return record
 
 

@@ -27,10 +27,16 @@ NEUTRAL_SHARES = {
     **dict.fromkeys(KIND_PRIORS.values(), 1.0),
     "member_yield": 0.0,
     "generic_prior": 0.0,
+    "top_file_lead": 0.0,
 }
 """The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
 SHARES = tuple(NEUTRAL_SHARES)
-PRIORS_OFF = {**dict.fromkeys(KIND_PRIORS.values(), 1.0), "member_yield": 0.0, "generic_prior": 0.0}
+PRIORS_OFF = {
+    **dict.fromkeys(KIND_PRIORS.values(), 1.0),
+    "member_yield": 0.0,
+    "generic_prior": 0.0,
+    "top_file_lead": 0.0,
+}
 """The value that switches a prior (or the member yield) off, for its ablation row."""
 UNFIT = frozenset({"sbfl", "raised", "executed"})
 """Signals the dev-set bench has no values for (SBFL needs a failing test run; the execution signals need the
@@ -147,6 +153,7 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
         totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
     totals = _yield(totals, case.containers, params["member_yield"])
+    totals = _lead(totals, files, case.file_order, case.entity_file, params["top_file_lead"])
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
     )
@@ -157,6 +164,37 @@ def _file_prior(peripheral: Array, generic: Array, params: Params) -> Array:
     prior = np.where(peripheral, params["peripheral_prior"], 1.0)
     strength = params["generic_prior"]
     return prior * (1.0 - strength * generic) if strength > 0 else prior
+
+
+def _lead(totals: Array, files: Array, file_order: Array, entity_file: Array, share: float) -> Array:
+    """`localize.lead_from_file` on one instance's vectors: the first file's best entity first, within `share`."""
+    if share <= 0 or not len(files) or not len(totals):
+        return totals
+    first = int(np.lexsort((file_order, -files))[0])
+    if files[first] <= 0:
+        return totals
+    mine = entity_file == first
+    best, own = float(totals.max()), float(totals[mine].max(initial=0.0))
+    if not 0 < own < best or own < (1 - share) * best:
+        return totals
+    return np.where(mine & (totals == own), np.nextafter(best, np.inf), totals)
+
+
+def _batch_lead(stack: Batch, files: Array, totals: Array, share: float) -> Array:
+    """`_lead` for every instance of a batch at once (per-instance maxima by `maximum.at`)."""
+    if share <= 0 or not len(totals):
+        return totals
+    count = len(stack.cases)
+    first = (_places(files, stack.file_order, stack.file_case) == 0) & (files > 0)
+    mine = first[stack.entity_file]
+    best = np.zeros(count)
+    np.maximum.at(best, stack.entity_case, totals)
+    own = np.zeros(count)
+    np.maximum.at(own, stack.entity_case[mine], totals[mine])
+    lead = (own > 0) & (own < best) & (own >= (1 - share) * best)
+    case = stack.entity_case
+    lifted = mine & lead[case] & (totals == own[case])
+    return np.where(lifted, np.nextafter(best[case], np.inf), totals)
 
 
 def _hits_at(scores: Array, order: Array, gold: Array, ks: Sequence[int]) -> list[int]:
@@ -312,7 +350,8 @@ def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
     totals = (evidence + params["file_to_entity"] * files[stack.entity_file]) * prior[stack.entity_file]
     for name, mask in stack.kind_masks:
         totals = totals * np.where(mask, params[name], 1.0)
-    return files, _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
+    totals = _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
+    return files, _batch_lead(stack, files, totals, params["top_file_lead"])
 
 
 def _best_gold_rank(scores: Array, order: Array, gold: Array, case: Array, count: int) -> Array:

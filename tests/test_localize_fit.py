@@ -62,7 +62,8 @@ def records(
 
 def weights_of(params: dict[str, float]) -> Weights:
     packaged = Weights.load()
-    names = ("entity_to_file", "file_to_entity", "peripheral_prior", "member_yield", "generic_prior", *KIND_PRIORS.values())
+    names = ("entity_to_file", "file_to_entity", "peripheral_prior", "member_yield", "generic_prior", "top_file_lead")
+    names = (*names, *KIND_PRIORS.values())
     shares = {n: params[n] for n in names}
     table = MappingProxyType({n: params[n] for n in packaged.weights})
     return replace(packaged, weights=table, tuning=replace(packaged.tuning, **shares))
@@ -81,6 +82,8 @@ def weights_of(params: dict[str, float]) -> Weights:
         {"member_yield": 1.0, "caller": 2.0, "file_to_entity": 0.0},
         {"identifier": 0.25, "named_file": 2.0, "reach": 1.0, "reach_file": 1.5},
         {"identifier": 0.0, "reach": 3.0, "entity_to_file": 0.0, "generic_prior": 0.5},
+        {"top_file_lead": 1.0, "bm25_file": 4.0, "path_mention": 4.0},
+        {"top_file_lead": 0.25, "member_yield": 0.5, "traceback": 0.5, "bm25_file": 3.0},
     ),
 )
 def test_the_matrix_ranking_is_rank(tmp_path: Path, fitting: ModuleType, changes: dict[str, float]) -> None:
@@ -205,3 +208,20 @@ def test_the_matrix_ranking_applies_the_generic_prior_as_rank_does(
         "gold_entities": [entities[1].selector],
     }
     assert fitting.hits(fitting.instance(record, is_peripheral), params) == (0, 1, 1, 0, 1, 1)
+
+
+def test_the_matrix_ranking_leads_from_the_first_file_as_rank_does(fitting: ModuleType) -> None:
+    record = {
+        "instance_id": "pkg-0",
+        "repo": "acme/pkg",
+        "entity_signals": {"bm25": {"pkg/a.py::alpha": 0.5, "pkg/b.py::beta": 1.0}},
+        "file_signals": {"path_mention": {"pkg/a.py": 1.0}},
+        "gold_files": ["pkg/a.py"],
+        "gold_entities": ["pkg/a.py::alpha"],
+    }
+    case = fitting.instance(record, is_peripheral)
+    params = {**fitting.start(Weights.load()), "bm25": 1.0, "path_mention": 3.0, "file_to_entity": 0.0}
+    for lead, entity_first in ((0.0, 0), (0.25, 0), (0.5, 1), (1.0, 1)):
+        expected = (1, 1, 1, entity_first, 1, 1)
+        assert fitting.hits(case, {**params, "top_file_lead": lead}) == expected
+        assert tuple(fitting.batch_hits(fitting.batch([case, case]), {**params, "top_file_lead": lead})[1]) == expected

@@ -11,7 +11,7 @@ import pytest
 
 from snaffle.agentless.documents import build_documents
 from snaffle.agentless.issue_text import parse_issue
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights, rank
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Signals, Weights, rank
 from snaffle.agentless.priors import discount, hubness
 from snaffle.index.parse import parse_source
 from snaffle.index.repo import RepoIndex
@@ -186,3 +186,30 @@ def test_discount_is_one_when_the_prior_is_off() -> None:
 def test_a_repository_smaller_than_the_depth_has_no_hubs() -> None:
     paths, documents, prose = hub_repository()
     assert hubness(paths[:5], documents[:5], Weights.load().file_bm25, prose[:5]) == {}
+
+
+def test_the_first_files_best_entity_leads_when_it_scores_close_enough(tmp_path: Path) -> None:
+    """`pkg/a.py` is the file the issue names, yet `beta` of another file scores higher on words alone."""
+    repo = make_repo(
+        tmp_path / "pkg", {"pkg/a.py": "def alpha():\n    return 1\n", "pkg/b.py": "def beta():\n    return 2\n"}
+    )
+    index = RepoIndex(repo)
+    alpha, beta = index.entities("pkg/a.py")[1], index.entities("pkg/b.py")[1]
+    signals = Signals({"bm25": {alpha: 0.5, beta: 1.0}}, {"path_mention": {"pkg/a.py": 1.0}})
+    weights = only(bm25=1.0, path_mention=3.0)
+    weights = replace(weights, tuning=replace(weights.tuning, file_to_entity=0.0))
+
+    def first(lead: float) -> str:
+        files, entities = rank(signals, replace(weights, tuning=replace(weights.tuning, top_file_lead=lead)), 5)
+        assert files[0][0] == "pkg/a.py"
+        return entities[0].selector
+
+    assert first(0.0) == "pkg/b.py::beta"
+    assert first(0.25) == "pkg/b.py::beta"  # 0.5 is below 1 - 0.25 of beta's 1.0
+    assert first(0.5) == first(1.0) == "pkg/a.py::alpha"
+    assert [
+        e.selector for e in rank(signals, replace(weights, tuning=replace(weights.tuning, top_file_lead=1.0)), 5)[1]
+    ] == [
+        "pkg/a.py::alpha",
+        "pkg/b.py::beta",
+    ]

@@ -146,6 +146,7 @@ class Tuning:
     function_prior: float
     member_yield: float
     generic_prior: float
+    top_file_lead: float
 
 
 @dataclass(frozen=True)
@@ -795,13 +796,15 @@ def rank(
         best[entity.path] = max(best[entity.path], value)
     file_level = _weighted_files(signals.file, weights.weights)
     entity_share, file_share = tuning.entity_to_file, tuning.file_to_entity
-    files = {
-        p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in {*best, *file_level}
+    files = {p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in {*best, *file_level}}
+    totals = {
+        e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
     }
-    totals = {e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()}
     if tuning.member_yield > 0:
         totals = yield_to_members(totals, tuning.member_yield)
     ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
+    if tuning.top_file_lead > 0 and ranked_files:
+        totals = lead_from_file(totals, ranked_files[0][0], tuning.top_file_lead)
     ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
     entities = tuple(RankedEntity(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
     return tuple((p, s) for p, s in ranked_files if s > 0), entities
@@ -822,6 +825,18 @@ def yield_to_members(totals: Scores, share: float) -> Scores:
         if 0 < inner < totals[outer] and inner >= (1 - share) * totals[outer]:
             moved[outer] = math.nextafter(inner, 0.0)
     return moved
+
+
+def lead_from_file(totals: Scores, path: str, share: float) -> Scores:
+    """The best entity of the first-ranked file is placed first when it scores at least `1 - share` of the entity
+    ranked first: the file ranking weighs more evidence (its own signals and its entities'), so the first entity is
+    taken from the first file (issue 17: the gold file ranked first while another file's entity led, 14 of 169)."""
+    best = max(totals.values(), default=0.0)
+    own = max((v for e, v in totals.items() if e.path == path), default=0.0)
+    if not 0 < own < best or own < (1 - share) * best:
+        return totals
+    lifted = math.nextafter(best, math.inf)
+    return {e: lifted if e.path == path and v == own else v for e, v in totals.items()}
 
 
 def container_selectors(selector: str) -> list[str]:
