@@ -141,8 +141,8 @@ def parse_args() -> argparse.Namespace:
         "--new",
         type=lambda text: text.split(","),
         default=[],
-        help="with --cv: signals or priors (a,b) new in this change: a row of today's without them (held off), one "
-        "with each alone added, each four starts",
+        help="with --cv: signals or priors (a,b) new in this change: a row of today's ranking without them (held "
+        "off), four starts, and its folds",
     )
     parser.add_argument(
         "--ablate", type=lambda text: text.split(","), help="with --cv: ablation rows for these only (default: all)"
@@ -513,32 +513,50 @@ def localized_hits(record: Row) -> tuple[int, ...]:
 
 
 def print_cv(results: list[Row], args: argparse.Namespace) -> None:
-    """In-sample and leave-one-repository-out figures (single start and several starts), each [issue] variant's,
-    the folds and their spread, then each signal's ablation (refit without it, single start). The leave-one-out
-    fits start from neutral and seeded random weights only: the packaged ones were tuned on every repository."""
+    """In-sample and leave-one-repository-out figures (single start and several starts), today's without the
+    `--new` signals, each [issue] variant's, the folds and their spread, then each signal's ablation (refit without
+    it, single start); each row printed as soon as it is measured. The leave-one-out fits start from neutral and
+    seeded random weights only: the packaged ones were tuned on every repository."""
     cases = [instance(r, is_peripheral) for r in results]
     packaged = start(Weights.load())
     agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
     print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
     initial = neutral(packaged)
     search = shortlist(cases, probes(initial))
+    print(f"\n| weights ({len(cases)} instances) | {' | '.join(METRICS)} |\n" + "|---" * (len(METRICS) + 1) + "|")
+    print_row("packaged, in-sample (not fitted)", rates(cases, packaged))
+    print_row("neutral, no fit", rates(cases, initial))
     single = leave_one_repo_out(cases, initial, search=search, seeds=0)
+    print_row("leave-one-repo-out, neutral start", single["rates"])
     full = leave_one_repo_out(cases, initial, search=search)
+    print_row(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])
+    today = new_rows(cases, initial, search, args.new)
+    for name, measured in print_variants(results, initial) if args.variants else []:
+        print_row(name, measured)
     fitted = fit(search, initial, also=(packaged,))
-    columns = " | ".join(METRICS)
-    print(f"\n| weights ({len(cases)} instances) | {columns} |\n" + "|---" * (len(METRICS) + 1) + "|")
-    rows = [("packaged, in-sample (not fitted)", rates(cases, packaged)), ("neutral, no fit", rates(cases, initial))]
-    rows += [("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))]
-    rows += [("leave-one-repo-out, neutral start", single["rates"])]
-    rows += [(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])]
-    rows += new_rows(cases, initial, search, args.new)
-    rows += print_variants(results, initial) if args.variants else []
-    for name, measured in rows:
-        print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
+    print_row("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))
     print_folds(cases, full)
+    if today is not None:
+        print(f"\ntoday's (without {', '.join(args.new)}), by held-out repository:")
+        print_folds(cases, today)
     print_ablations(cases, initial, single, search, args.ablate)
     print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+
+
+def print_row(name: str, measured: dict[str, float]) -> None:
+    print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
+
+
+def new_rows(cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str]) -> Row | None:
+    """Leave-one-repo-out (four starts) with the `new` signals and priors held at their off value: today's
+    ranking, judged in the same run as the change (printed; the run returned for its folds)."""
+    if not new:
+        return None
+    off = {n: PRIORS_OFF.get(n, 0.0) for n in new}
+    today = leave_one_repo_out(cases, {**initial, **off}, frozen=new, search=search)
+    print_row(f"today's signals (without {', '.join(new)}), {1 + RANDOM_STARTS} starts", today["rates"])
+    return today
 
 
 def print_variants(results: list[Row], initial: dict[str, float]) -> list[tuple[str, dict[str, float]]]:
@@ -576,23 +594,6 @@ def print_folds(cases: list[Any], full: Row) -> None:
     folds = list(full["fitted"].values())
     moved = ", ".join(f"{n} {min(f[n] for f in folds):g}..{max(f[n] for f in folds):g}" for n in folds[0])
     print(f"\nfitted weights across folds (min..max): {moved}")
-
-
-def new_rows(
-    cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str]
-) -> list[tuple[str, dict[str, float]]]:
-    """Leave-one-repo-out ({1 + RANDOM_STARTS} starts) with the `new` signals and priors held at their off value
-    (today's ranking), then with each one alone let in: what a change adds, judged in the same run."""
-    if not new:
-        return []
-    off = {n: PRIORS_OFF.get(n, 0.0) for n in new}
-    today = leave_one_repo_out(cases, {**initial, **off}, frozen=new, search=search)
-    rows = [(f"today's signals (without {', '.join(new)}), {1 + RANDOM_STARTS} starts", today["rates"])]
-    for name in new if len(new) > 1 else ():
-        held = [n for n in new if n != name]
-        alone = leave_one_repo_out(cases, {**initial, **off, name: initial[name]}, frozen=held, search=search)
-        rows.append((f"today's + {name}, {1 + RANDOM_STARTS} starts", alone["rates"]))
-    return rows
 
 
 def print_ablations(

@@ -28,8 +28,8 @@ import numpy as np
 from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.graph import RefGraph, pagerank
-from snaffle.agentless.priors import discount, hubness
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
+from snaffle.agentless.priors import discount, hubness
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file

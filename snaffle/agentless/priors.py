@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from snaffle.agentless.documents import Bm25Params, FileDocuments, idf, query_weights
 from snaffle.agentless.issue_text import tokenize
@@ -40,12 +41,12 @@ def hubness(
     hits = top.ravel()[scores[rows, top.ravel()] > 0]
     counted = np.bincount(hits, minlength=count)
     best = int(counted.max(initial=0))
-    return {paths[i]: float(counted[i]) / best for i in np.flatnonzero(counted)} if best else {}
+    return {paths[int(i)]: float(counted[i]) / best for i in np.flatnonzero(counted)} if best else {}
 
 
 def _self_scores(
     paths: Sequence[str], documents: Sequence[FileDocuments], params: Bm25Params, queries: Sequence[dict[str, float]]
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """queries x files: the BM25F score of each file for each query (a sum of per-term outer products: the
     queries holding the term times the files holding it)."""
     path_terms = [Counter(tokenize(p)) for p in paths]
@@ -70,7 +71,7 @@ def _self_scores(
         held, frequency = np.asarray(files), np.asarray(tf)
         matched = idf(len(files), len(paths)) * frequency / (frequency + norm[held])
         asking, weights = by_term[term]
-        scores[np.ix_(asking, held)] += np.outer(weights, matched)
+        scores[np.ix_(np.asarray(asking), held)] += np.outer(weights, matched)
     return scores
 
 
