@@ -129,7 +129,8 @@ def parse_args() -> argparse.Namespace:
         type=lambda text: text.split(","),
         default=[],
         help="with --cache: a stale record gets only these signals (a,b; `generic`: the hubness prior) computed "
-        "anew, the rest kept (only when the code of the rest did not change)",
+        "anew, the rest kept (only when the code of the rest did not change); `none`: restamped as they are (after "
+        "a change to the ranking code only)",
     )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
@@ -343,12 +344,19 @@ def signal_record(signals: Signals) -> Row:
 
 def extend(row: Row, args: argparse.Namespace) -> Row | None:
     """A stale cached record with the `--extend` signals computed on the instance's checkout (the others kept:
-    they must be what today's code computes), stored under today's fingerprint; None when there is none."""
+    they must be what today's code computes), stored under today's fingerprint; None when there is none.
+    `--extend none` computes nothing: the record is restamped as it is (after a change to the ranking code only)."""
     path = args.cache / f"{row['instance_id']}.json" if args.cache is not None else None
-    if path is None or not path.exists() or (repo := checkout(row, args)) is None:
+    if path is None or not path.exists():
         return None
     started = time.monotonic()
     record: Row = json.loads(path.read_text(encoding="utf-8"))
+    if args.extend == ["none"]:
+        record["fingerprint"] = fingerprint()
+        path.write_text(json.dumps(record), encoding="utf-8")
+        return record
+    if (repo := checkout(row, args)) is None:
+        return None
     index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
     index.build(paths=sources(index))
     localizer = Localizer(index).prepare()
