@@ -55,6 +55,7 @@ from snaffle.agentless import facts
 from snaffle.agentless.issue_text import parse_issue, tokenize
 from snaffle.agentless.localize import (
     ENTITY_SIGNALS,
+    FILE_PRIORS,
     FILE_SIGNALS,
     KIND_PRIORS,
     Localizer,
@@ -81,6 +82,8 @@ def main() -> int:
     cold_left: dict[str, int] = {}
     for row in rows:
         result = cached(row, args)
+        if result is None and args.extend:
+            result = extend(row, args)
         if result is None and not args.cached_only:
             result = measure(row, args, cold_left)
         if result is not None:
@@ -91,7 +94,7 @@ def main() -> int:
     print_table(results)
     print_speed(results)
     if args.cv and results:
-        print_cv(results)
+        print_cv(results, args)
     return 0
 
 
@@ -121,16 +124,35 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cv", action="store_true", help="leave-one-repository-out fit, and an ablation per signal")
     parser.add_argument("--cache", type=Path, help="dir of per-instance signals, reused while the code is unchanged")
     parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
+    parser.add_argument(
+        "--extend",
+        type=lambda text: text.split(","),
+        default=[],
+        help="with --cache: a stale record gets only these signals (a,b; `generic`: the hubness prior) computed "
+        "anew, the rest kept (only when the code of the rest did not change); `none`: restamped as they are (after "
+        "a change to the ranking code only)",
+    )
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     parser.add_argument("--cold-workers", type=int, default=1, help="parse processes of the cold index (0: auto)")
     parser.add_argument(
         "--skip", type=lambda text: text.split(","), default=[], help="signals not computed for the fit (a,b)"
     )
+    parser.add_argument(
+        "--new",
+        type=lambda text: text.split(","),
+        default=[],
+        help="with --cv: signals or priors (a,b) new in this change: a row of today's ranking without them (held "
+        "off), four starts, and its folds",
+    )
+    parser.add_argument(
+        "--ablate", type=lambda text: text.split(","), help="with --cv: ablation rows for these only (default: all)"
+    )
+    parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
     return parser.parse_args()
 
 
-SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py")
+SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py", "priors.py")
 """The agentless modules whose code makes the signals (the index's are all in)."""
 VARIANTS = {"strip_template": True}
 """[issue] switches whose signals every record also holds (under `variants`), so the fit compares both ways."""
@@ -316,7 +338,48 @@ def signal_record(signals: Signals) -> Row:
         "entity_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.entity.items()},
         "file_signals": {n: {p: round(v, 6) for p, v in s.items()} for n, s in signals.file.items()},
         "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+        "file_priors": {"generic": {p: round(v, 6) for p, v in signals.generic.items()}},
     }
+
+
+def extend(row: Row, args: argparse.Namespace) -> Row | None:
+    """A stale cached record with the `--extend` signals computed on the instance's checkout (the others kept:
+    they must be what today's code computes), stored under today's fingerprint; None when there is none.
+    `--extend none` computes nothing: the record is restamped as it is (after a change to the ranking code only)."""
+    path = args.cache / f"{row['instance_id']}.json" if args.cache is not None else None
+    if path is None or not path.exists():
+        return None
+    started = time.monotonic()
+    record: Row = json.loads(path.read_text(encoding="utf-8"))
+    if args.extend == ["none"]:
+        record["fingerprint"] = fingerprint()
+        path.write_text(json.dumps(record), encoding="utf-8")
+        return record
+    if (repo := checkout(row, args)) is None:
+        return None
+    index = RepoIndex(repo, cache_dir=args.work.parent / "index-cache")
+    index.build(paths=sources(index))
+    localizer = Localizer(index).prepare()
+    skip = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *FILE_PRIORS) if n not in args.extend]
+    issue = str(row["problem_statement"])
+    _merge(record, signal_record(localizer.signals(parse_issue(issue), every=True, skip=skip)), args.extend)
+    for name, value in VARIANTS.items():
+        found = localizer.signals(parse_issue(issue, **{name: value}), every=True, skip=skip)
+        _merge(record["variants"][name], signal_record(found), args.extend)
+    record["fingerprint"] = fingerprint()
+    path.write_text(json.dumps(record), encoding="utf-8")
+    print(
+        f"{row['instance_id']}: extended with {','.join(args.extend)} in {time.monotonic() - started:.1f}s", flush=True
+    )
+    return record
+
+
+def _merge(record: Row, found: Row, names: Iterable[str]) -> None:
+    """`names`' values from `found` into `record`, in place (each in its part: entity, file, file prior)."""
+    for part in ("entity_signals", "file_signals", "file_priors"):
+        for name in (n for n in names if n in found[part]):
+            record.setdefault(part, {})[name] = found[part][name]
+    record["kinds"] = {**found["kinds"], **record["kinds"]}
 
 
 def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:
@@ -457,32 +520,51 @@ def localized_hits(record: Row) -> tuple[int, ...]:
     return (*(hit(files, gold_files, k) for k in (1, 3, 5)), *(hit(entities, gold_entities, k) for k in (1, 5, 10)))
 
 
-def print_cv(results: list[Row]) -> None:
-    """In-sample and leave-one-repository-out figures (single start and several starts), each [issue] variant's,
-    the folds and their spread, then each signal's ablation (refit without it, single start). The leave-one-out
-    fits start from neutral and seeded random weights only: the packaged ones were tuned on every repository."""
+def print_cv(results: list[Row], args: argparse.Namespace) -> None:
+    """In-sample and leave-one-repository-out figures (single start and several starts), today's without the
+    `--new` signals, each [issue] variant's, the folds and their spread, then each signal's ablation (refit without
+    it, single start); each row printed as soon as it is measured. The leave-one-out fits start from neutral and
+    seeded random weights only: the packaged ones were tuned on every repository."""
     cases = [instance(r, is_peripheral) for r in results]
     packaged = start(Weights.load())
     agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
     print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
     initial = neutral(packaged)
     search = shortlist(cases, probes(initial))
+    print(f"\n| weights ({len(cases)} instances) | {' | '.join(METRICS)} |\n" + "|---" * (len(METRICS) + 1) + "|")
+    print_row("packaged, in-sample (not fitted)", rates(cases, packaged))
+    print_row("neutral, no fit", rates(cases, initial))
     single = leave_one_repo_out(cases, initial, search=search, seeds=0)
+    print_row("leave-one-repo-out, neutral start", single["rates"])
     full = leave_one_repo_out(cases, initial, search=search)
+    print_row(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])
+    today = new_rows(cases, initial, search, args.new)
+    for name, measured in print_variants(results, initial) if args.variants else []:
+        print_row(name, measured)
     fitted = fit(search, initial, also=(packaged,))
-    columns = " | ".join(METRICS)
-    print(f"\n| weights ({len(cases)} instances) | {columns} |\n" + "|---" * (len(METRICS) + 1) + "|")
-    rows = [("packaged, in-sample (not fitted)", rates(cases, packaged)), ("neutral, no fit", rates(cases, initial))]
-    rows += [("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))]
-    rows += [("leave-one-repo-out, neutral start", single["rates"])]
-    rows += [(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])]
-    rows += print_variants(results, initial)
-    for name, measured in rows:
-        print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
+    print_row("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))
     print_folds(cases, full)
-    print_ablations(cases, initial, single, search)
+    if today is not None:
+        print(f"\ntoday's (without {', '.join(args.new)}), by held-out repository:")
+        print_folds(cases, today)
+    print_ablations(cases, initial, single, search, args.ablate)
     print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+
+
+def print_row(name: str, measured: dict[str, float]) -> None:
+    print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
+
+
+def new_rows(cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str]) -> Row | None:
+    """Leave-one-repo-out (four starts) with the `new` signals and priors held at their off value: today's
+    ranking, judged in the same run as the change (printed; the run returned for its folds)."""
+    if not new:
+        return None
+    off = {n: PRIORS_OFF.get(n, 0.0) for n in new}
+    today = leave_one_repo_out(cases, {**initial, **off}, frozen=new, search=search)
+    print_row(f"today's signals (without {', '.join(new)}), {1 + RANDOM_STARTS} starts", today["rates"])
+    return today
 
 
 def print_variants(results: list[Row], initial: dict[str, float]) -> list[tuple[str, dict[str, float]]]:
@@ -522,14 +604,16 @@ def print_folds(cases: list[Any], full: Row) -> None:
     print(f"\nfitted weights across folds (min..max): {moved}")
 
 
-def print_ablations(cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any]) -> None:
+def print_ablations(
+    cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any], only: list[str] | None = None
+) -> None:
     """Per signal, leave-one-repo-out (neutral start) with it held at 0 (a prior: at its off value), against the
     same fit with it; a signal no fold turned on is not refit."""
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = base_run["rates"]
     off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
-    for signal, value in off.items():
+    for signal, value in ((s, v) for s, v in off.items() if only is None or s in only):
         if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue

@@ -26,10 +26,17 @@ NEUTRAL_SHARES = {
     "peripheral_prior": 0.5,
     **dict.fromkeys(KIND_PRIORS.values(), 1.0),
     "member_yield": 0.0,
+    "generic_prior": 0.0,
+    "top_file_lead": 0.0,
 }
 """The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
 SHARES = tuple(NEUTRAL_SHARES)
-PRIORS_OFF = {**dict.fromkeys(KIND_PRIORS.values(), 1.0), "member_yield": 0.0}
+PRIORS_OFF = {
+    **dict.fromkeys(KIND_PRIORS.values(), 1.0),
+    "member_yield": 0.0,
+    "generic_prior": 0.0,
+    "top_file_lead": 0.0,
+}
 """The value that switches a prior (or the member yield) off, for its ablation row."""
 UNFIT = frozenset({"sbfl", "raised", "executed"})
 """Signals the dev-set bench has no values for (SBFL needs a failing test run; the execution signals need the
@@ -68,6 +75,8 @@ class Instance:
     file: Array
     """files x FILE_SIGNALS"""
     peripheral: Array
+    generic: Array
+    """each file's hubness (`[tuning] generic_prior` scales its score by 1 - strength x this)"""
     file_order: Array
     gold_file: Array
     graded_entities: bool
@@ -107,6 +116,7 @@ def instance(record: Mapping[str, Any], peripheral: Any, variant: str | None = N
         containers=_containers(selectors, entity_number),
         file=file,
         peripheral=np.array([bool(peripheral(p)) for p in paths], dtype=bool),
+        generic=np.array([float(signals.get("file_priors", {}).get("generic", {}).get(p, 0.0)) for p in paths]),
         file_order=np.arange(len(paths)),
         gold_file=np.array([p in record["gold_files"] for p in paths], dtype=bool),
         graded_entities=bool(record["gold_entities"]),
@@ -136,16 +146,55 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     present = (case.entity > 0) @ (weights > 0) > 0
     best = np.zeros(len(case.file_order))
     np.maximum.at(best, case.entity_file, evidence)
-    prior = np.where(case.peripheral, params["peripheral_prior"], 1.0)
+    prior = _file_prior(case.peripheral, case.generic, params)
     files = (case.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
     totals = (evidence + params["file_to_entity"] * files[case.entity_file]) * prior[case.entity_file]
     for prior, mask in case.kind_masks:
         totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
     totals = _yield(totals, case.containers, params["member_yield"])
+    totals = _lead(totals, files, case.file_order, case.entity_file, params["top_file_lead"])
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
     )
+
+
+def _file_prior(peripheral: Array, generic: Array, params: Params) -> Array:
+    """`localize._file_prior` over a file vector: the peripheral prior times the generic discount."""
+    prior = np.where(peripheral, params["peripheral_prior"], 1.0)
+    strength = params["generic_prior"]
+    return prior * (1.0 - strength * generic) if strength > 0 else prior
+
+
+def _lead(totals: Array, files: Array, file_order: Array, entity_file: Array, share: float) -> Array:
+    """`localize.lead_from_file` on one instance's vectors: the first file's best entity first, within `share`."""
+    if share <= 0 or not len(files) or not len(totals):
+        return totals
+    first = int(np.lexsort((file_order, -files))[0])
+    if files[first] <= 0:
+        return totals
+    mine = entity_file == first
+    best, own = float(totals.max()), float(totals[mine].max(initial=0.0))
+    if not 0 < own < best or own < (1 - share) * best:
+        return totals
+    return np.where(mine & (totals == own), np.nextafter(best, np.inf), totals)
+
+
+def _batch_lead(stack: Batch, files: Array, totals: Array, share: float) -> Array:
+    """`_lead` for every instance of a batch at once (per-instance maxima by `maximum.at`)."""
+    if share <= 0 or not len(totals):
+        return totals
+    count = len(stack.cases)
+    first = (_places(files, stack.file_order, stack.file_case) == 0) & (files > 0)
+    mine = first[stack.entity_file]
+    best = np.zeros(count)
+    np.maximum.at(best, stack.entity_case, totals)
+    own = np.zeros(count)
+    np.maximum.at(own, stack.entity_case[mine], totals[mine])
+    lead = (own > 0) & (own < best) & (own >= (1 - share) * best)
+    case = stack.entity_case
+    lifted = mine & lead[case] & (totals == own[case])
+    return np.where(lifted, np.nextafter(best[case], np.inf), totals)
 
 
 def _hits_at(scores: Array, order: Array, gold: Array, ks: Sequence[int]) -> list[int]:
@@ -213,6 +262,7 @@ def _subset(case: Instance, keep: Array, keep_files: Array) -> Instance:
         containers=pairs,
         file=case.file[kept_files],
         peripheral=case.peripheral[kept_files],
+        generic=case.generic[kept_files],
         file_order=case.file_order[kept_files],
         gold_file=case.gold_file[kept_files],
         graded_entities=case.graded_entities,
@@ -236,6 +286,7 @@ class Batch:
     containers: Array
     file: Array
     peripheral: Array
+    generic: Array
     file_case: Array
     file_order: Array
     gold_file: Array
@@ -266,6 +317,7 @@ def batch(cases: Sequence[Instance]) -> Batch:
         containers=np.concatenate([c.containers + o for c, o in zip(cases, entity_offsets, strict=False)], axis=1),
         file=np.concatenate([c.file for c in cases]),
         peripheral=np.concatenate([c.peripheral for c in cases]),
+        generic=np.concatenate([c.generic for c in cases]),
         file_case=np.repeat(np.arange(len(cases)), [len(c.file_order) for c in cases]),
         file_order=np.concatenate([c.file_order for c in cases]),
         gold_file=np.concatenate([c.gold_file for c in cases]),
@@ -293,12 +345,13 @@ def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
     best = np.zeros(len(stack.file_order))
     if len(evidence):
         best[stack.file_entities] = np.maximum.reduceat(evidence, stack.file_entity_start)
-    prior = np.where(stack.peripheral, params["peripheral_prior"], 1.0)
+    prior = _file_prior(stack.peripheral, stack.generic, params)
     files = (stack.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
     totals = (evidence + params["file_to_entity"] * files[stack.entity_file]) * prior[stack.entity_file]
     for name, mask in stack.kind_masks:
         totals = totals * np.where(mask, params[name], 1.0)
-    return files, _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
+    totals = _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
+    return files, _batch_lead(stack, files, totals, params["top_file_lead"])
 
 
 def _best_gold_rank(scores: Array, order: Array, gold: Array, case: Array, count: int) -> Array:

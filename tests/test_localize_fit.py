@@ -18,6 +18,7 @@ from snaffle.agentless.localize import KIND_PRIORS, Localizer, Weights, is_perip
 from snaffle.index.repo import RepoIndex
 from tests.helpers import make_repo
 from tests.test_localize_graph import FILES
+from tests.test_localize_reach import hub_localizer
 
 FIT = Path(__file__).resolve().parents[1] / "bench" / "localize_fit.py"
 ISSUES = (
@@ -51,6 +52,7 @@ def records(
                 "entity_signals": {n: {e.selector: v for e, v in s.items()} for n, s in signals.entity.items()},
                 "file_signals": {n: dict(s) for n, s in signals.file.items()},
                 "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+                "file_priors": {"generic": dict(signals.generic)},
                 "gold_files": [gold_file],
                 "gold_entities": [gold_entity],
             }
@@ -60,7 +62,8 @@ def records(
 
 def weights_of(params: dict[str, float]) -> Weights:
     packaged = Weights.load()
-    names = ("entity_to_file", "file_to_entity", "peripheral_prior", "member_yield", *KIND_PRIORS.values())
+    names = ("entity_to_file", "file_to_entity", "peripheral_prior", "member_yield", "generic_prior", "top_file_lead")
+    names = (*names, *KIND_PRIORS.values())
     shares = {n: params[n] for n in names}
     table = MappingProxyType({n: params[n] for n in packaged.weights})
     return replace(packaged, weights=table, tuning=replace(packaged.tuning, **shares))
@@ -77,6 +80,10 @@ def weights_of(params: dict[str, float]) -> Weights:
         {"bm25": 0.0, "own_name": 2.0, "class_prior": 0.0, "function_prior": 0.5},
         {"member_yield": 0.5, "dispatch": 1.0, "class_prior": 1.25},
         {"member_yield": 1.0, "caller": 2.0, "file_to_entity": 0.0},
+        {"identifier": 0.25, "named_file": 2.0, "reach": 1.0, "reach_file": 1.5},
+        {"identifier": 0.0, "reach": 3.0, "entity_to_file": 0.0, "generic_prior": 0.5},
+        {"top_file_lead": 1.0, "bm25_file": 4.0, "path_mention": 4.0},
+        {"top_file_lead": 0.25, "member_yield": 0.5, "traceback": 0.5, "bm25_file": 3.0},
     ),
 )
 def test_the_matrix_ranking_is_rank(tmp_path: Path, fitting: ModuleType, changes: dict[str, float]) -> None:
@@ -178,3 +185,43 @@ def test_the_shortlist_keeps_gold_and_what_probes_rank_and_folds_spread(fitting:
     assert set(folds["per_repo"]) == {"acme/one", "acme/two"}
     low, high = folds["spread"]["entity@1"]
     assert low == min(r["entity@1"] for r in folds["per_repo"].values()) <= high
+
+
+@pytest.mark.parametrize("strength", (0.0, 0.5, 1.0))
+def test_the_matrix_ranking_applies_the_generic_prior_as_rank_does(
+    tmp_path: Path, fitting: ModuleType, strength: float
+) -> None:
+    located = hub_localizer(tmp_path)
+    issue = "The theme is ignored when the project has a language set."
+    signals = located.signals(parse_issue(issue), every=True)
+    assert signals.generic["site/quickstart.py"] == 1.0
+    params = {**fitting.start(Weights.load()), "bm25_file": 2.0, "generic_prior": strength}
+    files, entities = rank(signals, weights_of(params), 10)
+    record = {
+        "instance_id": "site-0",
+        "repo": "acme/site",
+        "entity_signals": {n: {e.selector: v for e, v in s.items()} for n, s in signals.entity.items()},
+        "file_signals": {n: dict(s) for n, s in signals.file.items()},
+        "kinds": {e.selector: e.kind for s in signals.entity.values() for e in s if e.kind in KIND_PRIORS},
+        "file_priors": {"generic": dict(signals.generic)},
+        "gold_files": [files[1][0]],
+        "gold_entities": [entities[1].selector],
+    }
+    assert fitting.hits(fitting.instance(record, is_peripheral), params) == (0, 1, 1, 0, 1, 1)
+
+
+def test_the_matrix_ranking_leads_from_the_first_file_as_rank_does(fitting: ModuleType) -> None:
+    record = {
+        "instance_id": "pkg-0",
+        "repo": "acme/pkg",
+        "entity_signals": {"bm25": {"pkg/a.py::alpha": 0.5, "pkg/b.py::beta": 1.0}},
+        "file_signals": {"path_mention": {"pkg/a.py": 1.0}},
+        "gold_files": ["pkg/a.py"],
+        "gold_entities": ["pkg/a.py::alpha"],
+    }
+    case = fitting.instance(record, is_peripheral)
+    params = {**fitting.start(Weights.load()), "bm25": 1.0, "path_mention": 3.0, "file_to_entity": 0.0}
+    for lead, entity_first in ((0.0, 0), (0.25, 0), (0.5, 1), (1.0, 1)):
+        expected = (1, 1, 1, entity_first, 1, 1)
+        assert fitting.hits(case, {**params, "top_file_lead": lead}) == expected
+        assert tuple(fitting.batch_hits(fitting.batch([case, case]), {**params, "top_file_lead": lead})[1]) == expected

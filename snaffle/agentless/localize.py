@@ -4,8 +4,10 @@ Entity scorers: traceback frames (by file and function name), identifiers matche
 resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
 them), the methods of named classes, the def/ref graph around named entities (callees, callers, a personalized
 PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is
-given. File scorers: paths and dotted modules named in the issue, imports of the tests it names, BM25F over whole
-files, the files that named files import. Test files are never candidates.
+given; what the named entities call or contain (`reach`). File scorers: paths and dotted modules named in the
+issue, imports of the tests it names, BM25F over whole files, the files that named files import, the files holding
+the named entities (`named_file`: a name's weight for its file apart from its weight for itself) and what they reach.
+A prior learned from the repository alone discounts generic files (priors.py). Test files are never candidates.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -27,6 +29,7 @@ from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.graph import RefGraph, pagerank
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
+from snaffle.agentless.priors import discount, hubness
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
 from snaffle.index.imports import imported_modules
@@ -44,6 +47,8 @@ QUOTE_MAX_FILES = 3
 """A quote found in more files than this is boilerplate, not a pointer."""
 CALLEE_SEEDS = 5
 """The named entities whose callees (and callers) get a share of their score."""
+REACH_MEMBERS = 0.5
+"""What the methods of a class that a named entity calls get of the class's reach (one step further down)."""
 PAGERANK_SEEDS = 10
 """The named entities the PageRank restarts at."""
 FRAME_NAME_MISS = 0.5
@@ -112,12 +117,15 @@ ENTITY_SIGNALS = (
     "own_name",
     "param_name",
     "dispatch",
+    "reach",
     "sbfl",
     *EXECUTION_SIGNALS,
 )
 KIND_PRIORS = MappingProxyType({"class": "class_prior", "function": "function_prior"})
 """Entity kinds whose ranking score a [tuning] prior scales (methods, the commonest home of a fix, are the unit)."""
-FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported")
+FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported", "named_file", "reach_file")
+FILE_PRIORS = ("generic",)
+"""Per-file values in [0, 1] that scale a file's score (a [tuning] strength each) instead of adding to it."""
 WEIGHTS_FILE = "localize.toml"
 
 
@@ -135,6 +143,8 @@ class Tuning:
     class_prior: float
     function_prior: float
     member_yield: float
+    generic_prior: float
+    top_file_lead: float
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,8 @@ class Signals:
 
     entity: Mapping[str, Scores]
     file: Mapping[str, FileScores]
+    generic: Mapping[str, float] = field(default_factory=dict)
+    """Each file's hubness (priors.py): how generic it is, from the repository alone."""
 
 
 class Localizer:
@@ -205,6 +217,7 @@ class Localizer:
         self.weights = weights or Weights.load()
         self._tables: Tables | None = None
         self._graph: RefGraph | None = None
+        self._generic: dict[str, float] | None = None
 
     def prepare(self, store: DocumentStore | None = None) -> Localizer:
         """The per-repository work, done once: every non-test file's documents (cached by content hash next to
@@ -254,6 +267,15 @@ class Localizer:
             self._graph = RefGraph([self.index.entities(p) for p in tables.paths], tables.documents)
         return self._graph
 
+    @property
+    def generic(self) -> Mapping[str, float]:
+        """Each file's hubness (priors.py; computed on first use: only the generic prior needs it)."""
+        if self._generic is None:
+            tables = self.tables
+            prose = [" ".join(e.doc for e in self.index.entities(p)) for p in tables.paths]
+            self._generic = hubness(tables.paths, tables.documents, self.weights.file_bm25, prose)
+        return self._generic
+
     def localize(
         self, issue: str, sbfl: Scores | None = None, top: int = TOP, execution: Mapping[str, Scores] | None = None
     ) -> Localization:
@@ -261,7 +283,8 @@ class Localizer:
         started = time.monotonic()
         found = self.signals(parse_issue(issue, self.weights.strip_template), sbfl)
         if execution:
-            found = Signals({**found.entity, **{k: execution.get(k, {}) for k in EXECUTION_SIGNALS}}, found.file)
+            executed = {k: execution.get(k, {}) for k in EXECUTION_SIGNALS}
+            found = Signals({**found.entity, **executed}, found.file, found.generic)
         files, entities = rank(found, self.weights, top)
         return Localization(files, entities, time.monotonic() - started)
 
@@ -287,7 +310,12 @@ class Localizer:
         entity.update(self._optional(facts, entity, file, run))
         if run("imported"):
             file["imported"] = self.imported(mentioned, {**identified, **entity["traceback"]})
-        return Signals(entity, file)
+        if run("named_file"):
+            file["named_file"] = per_file(identified)
+        if run("reach_file"):
+            file["reach_file"] = per_file(entity["reach"] if "reach" in entity else self.reach(identified))
+        wanted = ("generic" not in skipped) if every else self.weights.tuning.generic_prior > 0
+        return Signals(entity, file, self.generic if wanted else {})
 
     def _optional(
         self,
@@ -310,6 +338,7 @@ class Localizer:
             "own_name": lambda: self.own_name(facts, files),
             "param_name": lambda: self.param_name(facts, files),
             "dispatch": lambda: self.dispatch(facts),
+            "reach": lambda: self.reach(named),
         }
         return {name: scorer() for name, scorer in scorers.items() if run(name)}
 
@@ -499,6 +528,25 @@ class Localizer:
                         scores[entity] = max(scores.get(entity, 0.0), strength / len(matches))
         return scores
 
+    def reach(self, named: Scores) -> Scores:
+        """What the entities the issue names most surely call or contain, one step down the def/ref graph: their
+        callees (a name shared by n definitions: 1/n), shared out over what each seed reaches (1/sqrt(count)),
+        the methods of a named class, and `REACH_MEMBERS` of a called class's reach to each of its methods (an
+        entry point the issue names, `latex(...)`, while the fix is in the printer class it calls)."""
+        scores: Scores = {}
+        seeds = sorted(named.items(), key=lambda pair: (-pair[1], pair[0].selector))[:CALLEE_SEEDS]
+        for seed, strength in seeds:
+            reached = [(t, w) for t, w in self.graph.callees(seed) if t != seed]
+            reached += [(m, 1.0) for m in self.tables.members.get(seed, [])]
+            for target, share in reached:
+                value = strength * share / math.sqrt(len(reached))
+                scores[target] = max(scores.get(target, 0.0), value)
+                methods = self.tables.members.get(target, []) if target.kind == "class" else []
+                for method in methods:
+                    lower = REACH_MEMBERS * value / math.sqrt(len(methods))
+                    scores[method] = max(scores.get(method, 0.0), lower)
+        return scores
+
     def _body_terms(self, entity: Entity) -> list[str]:
         """The terms of an entity's body document (read back from its file's inverted postings)."""
         tables = self.tables
@@ -663,6 +711,15 @@ def _unless(skipped: frozenset[str], signal: str) -> bool:
     return signal not in skipped
 
 
+def per_file(scores: Scores) -> FileScores:
+    """A file's value of an entity signal: its best entity's (modules are files, not entities)."""
+    found: FileScores = {}
+    for entity, value in scores.items():
+        if entity.qualname and value > 0:
+            found[entity.path] = max(found.get(entity.path, 0.0), value)
+    return found
+
+
 def _name_table(entities: Iterable[Entity]) -> dict[str, list[Entity]]:
     """Entities by their own name and by their qualname (`Class.method`)."""
     by_name: dict[str, list[Entity]] = defaultdict(list)
@@ -732,21 +789,24 @@ def rank(
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
     best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
     (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
-    their kind's prior. Modules are ranked as files, not as entities."""
+    their kind's prior, and generic files by their hubness. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
+    prior = partial(_file_prior, tuning=tuning, generic=signals.generic)
     evidence, fired = _evidence(signals.entity, weights.weights)
     best: FileScores = defaultdict(float)
     for entity, value in evidence.items():
         best[entity.path] = max(best[entity.path], value)
     file_level = _weighted_files(signals.file, weights.weights)
     entity_share, file_share = tuning.entity_to_file, tuning.file_to_entity
-    files = {
-        p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * _prior(p, tuning) for p in {*best, *file_level}
+    files = {p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in {*best, *file_level}}
+    totals = {
+        e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
     }
-    totals = {e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning) for e, v in evidence.items()}
     if tuning.member_yield > 0:
         totals = yield_to_members(totals, tuning.member_yield)
     ranked_files = sorted(files.items(), key=lambda pair: (-pair[1], pair[0]))[:top]
+    if tuning.top_file_lead > 0 and ranked_files:
+        totals = lead_from_file(totals, ranked_files[0][0], tuning.top_file_lead)
     ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0].selector))[:top]
     entities = tuple(RankedEntity(e.selector, e.path, s, tuple(fired[e])) for e, s in ranked if s > 0)
     return tuple((p, s) for p, s in ranked_files if s > 0), entities
@@ -767,6 +827,18 @@ def yield_to_members(totals: Scores, share: float) -> Scores:
         if 0 < inner < totals[outer] and inner >= (1 - share) * totals[outer]:
             moved[outer] = math.nextafter(inner, 0.0)
     return moved
+
+
+def lead_from_file(totals: Scores, path: str, share: float) -> Scores:
+    """The best entity of the first-ranked file is placed first when it scores at least `1 - share` of the entity
+    ranked first: the file ranking weighs more evidence (its own signals and its entities'), so the first entity is
+    taken from the first file (issue 17: the gold file ranked first while another file's entity led, 14 of 169)."""
+    best = max(totals.values(), default=0.0)
+    own = max((v for e, v in totals.items() if e.path == path), default=0.0)
+    if not 0 < own < best or own < (1 - share) * best:
+        return totals
+    lifted = math.nextafter(best, math.inf)
+    return {e: lifted if e.path == path and v == own else v for e, v in totals.items()}
 
 
 def container_selectors(selector: str) -> list[str]:
@@ -796,10 +868,15 @@ def _prior(path: str, tuning: Tuning) -> float:
     return tuning.peripheral_prior if is_peripheral(path) else 1.0
 
 
-def _entity_prior(entity: Entity, tuning: Tuning) -> float:
+def _file_prior(path: str, tuning: Tuning, generic: Mapping[str, float]) -> float:
+    """A file's prior: `_prior`, discounted by its hubness (`[tuning] generic_prior`; 1 when that is 0)."""
+    return _prior(path, tuning) * discount(generic.get(path, 0.0), tuning.generic_prior)
+
+
+def _entity_prior(entity: Entity, tuning: Tuning, file_prior: Callable[[str], float]) -> float:
     """An entity's prior: its file's, times its kind's (`KIND_PRIORS`; a method's is 1)."""
     prior = KIND_PRIORS.get(entity.kind)
-    return _prior(entity.path, tuning) * (float(getattr(tuning, prior)) if prior else 1.0)
+    return file_prior(entity.path) * (float(getattr(tuning, prior)) if prior else 1.0)
 
 
 def is_peripheral(path: str) -> bool:
