@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.agentless.documents import build_documents
+from snaffle.agentless.documents import FileBm25, build_documents
 from snaffle.agentless.issue_text import parse_issue
 from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Signals, Weights, rank
 from snaffle.agentless.priors import discount, hubness
@@ -154,7 +154,7 @@ def hub_repository() -> tuple[list[str], list, list[str]]:  # type: ignore[type-
 
 def test_a_file_that_matches_every_other_files_words_is_the_hub() -> None:
     paths, documents, prose = hub_repository()
-    hubs = hubness(paths, documents, Weights.load().file_bm25, prose)
+    hubs = hubness(paths, FileBm25(paths, documents, Weights.load().file_bm25), prose)
     assert hubs["site/quickstart.py"] == 1.0
     assert all(v < 1.0 for p, v in hubs.items() if p != "site/quickstart.py")
 
@@ -185,7 +185,7 @@ def test_discount_is_one_when_the_prior_is_off() -> None:
 
 def test_a_repository_smaller_than_the_depth_has_no_hubs() -> None:
     paths, documents, prose = hub_repository()
-    assert hubness(paths[:5], documents[:5], Weights.load().file_bm25, prose[:5]) == {}
+    assert hubness(paths[:5], FileBm25(paths[:5], documents[:5], Weights.load().file_bm25), prose[:5]) == {}
 
 
 def test_the_first_files_best_entity_leads_when_it_scores_close_enough(tmp_path: Path) -> None:

@@ -273,7 +273,7 @@ class Localizer:
         if self._generic is None:
             tables = self.tables
             prose = [" ".join(e.doc for e in self.index.entities(p)) for p in tables.paths]
-            self._generic = hubness(tables.paths, tables.documents, self.weights.file_bm25, prose)
+            self._generic = hubness(tables.paths, tables.file_bm25, prose)
         return self._generic
 
     def localize(
