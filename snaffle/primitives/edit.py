@@ -169,7 +169,7 @@ def rewrite(entity: Entity, old: str, new_source: str) -> str:
     if not getattr(node, "decorator_list", None) and old.lstrip().startswith("@"):
         segment = _decorators(old) + segment
     segment = keep_docstring(old, segment)
-    _check_kept(entity, old, segment, node)
+    _check_kept(entity, old, node)
     return _indented(segment, entity.indent)
 
 
@@ -282,21 +282,23 @@ def _first_def_line(lines: list[str]) -> int:
     return next(i for i, line in enumerate(lines) if re.match(r"\s*(async\s+def|def|class)\b", line))
 
 
-def _check_kept(entity: Entity, old: str, segment: str, node: ast.AST) -> None:
-    """A rewrite may change members but not drop nested definitions the entity had; a rewritten function keeps
-    every parameter it had (callers pass them, by position or by name) and may add some — the prompt says to keep
-    the signature, and a weak model's answers drop parameters they do not use."""
+def _check_kept(entity: Entity, old: str, node: ast.AST) -> None:
+    """`node`, the rewritten definition, against the `old` text: a rewrite may change members but not drop nested
+    definitions the entity had; a rewritten function keeps every parameter it had (callers pass them, by position
+    or by name) and may add some — the prompt says to keep the signature, and a weak model's answers drop
+    parameters they do not use."""
     try:
         before = ast.parse(textwrap.dedent(old))
     except SyntaxError:  # the old text did not parse on its own (e.g. a multi-line string at column 0)
         return
     names = {n.name for n in ast.walk(before) if isinstance(n, DEFINITIONS)}
-    dropped = sorted(names - {n.name for n in ast.walk(ast.parse(segment)) if isinstance(n, DEFINITIONS)})
+    dropped = sorted(names - {n.name for n in ast.walk(node) if isinstance(n, DEFINITIONS)})  # `segment`'s own
     if dropped:
         raise ToolFailure(f"new_source drops {', '.join(dropped)} from {entity.selector}; keep every definition")
     old_function = next((n for n in before.body if isinstance(n, DEFINITIONS)), None)
     if isinstance(node, FUNCTIONS) and isinstance(old_function, FUNCTIONS):
-        lost = [name for name in _parameters(old_function) if name not in _parameters(node)]
+        kept = set(_parameters(node))
+        lost = [name for name in _parameters(old_function) if name not in kept]
         if lost:
             raise ToolFailure(f"new_source drops parameter {', '.join(lost)} of {entity.selector}; keep its signature")
 
