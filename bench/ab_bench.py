@@ -482,6 +482,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
+    "mutation": {"pipeline": {"mutation": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

@@ -29,6 +29,8 @@ PROMPT_SWITCHES = ("docstrings_apart",)
 """How candidates are shown (agentless/docstrings.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 SAMPLING_SWITCHES = ("early_stop", "extra_samples")
 """How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
+ZERO_TOKEN_SWITCHES = ("mutation",)
+"""Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
     "temperature",
@@ -42,6 +44,7 @@ FROM_DATA = (
     *SAMPLING_SWITCHES,
     "max_samples",
     *PROMPT_SWITCHES,
+    *ZERO_TOKEN_SWITCHES,
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -163,6 +166,9 @@ class PipelineConfig:
     max_samples: int = _from_data("max_samples")
     docstrings_apart: bool = _from_data("docstrings_apart")
     """A rewrite's candidates show their docstrings above the code, not in it (agentless/docstrings.py)."""
+    mutation: bool = _from_data("mutation")
+    """One-point mutants of the localized code are screened against the issue's own evidence before any sample;
+    one that validates ends the repair with no model call (agentless/mutation.py)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from snaffle.sandbox import Sandbox
@@ -31,6 +31,10 @@ class Evidence(Protocol):
         """`passed` is None when it could not tell; `failure` is the short text a feedback round shows the model."""
         ...
 
+    def bounded(self, timeout_s: float) -> Evidence:
+        """The same check stopped after `timeout_s` and measuring nothing beside its verdict (mutant screening)."""
+        ...
+
 
 FAILURE_LINES = 12
 """The most lines of a failing test's output a feedback round shows: the assertion and exception lines first."""
@@ -45,15 +49,19 @@ class TestEvidence:
     name: str
     targets: tuple[str, ...]
     """pytest node ids or paths; a path outside the repository must be visible inside the sandbox."""
+    timeout_s: float = TEST_TIMEOUT_S
     __test__ = False  # not a pytest test class, whatever its name
+
+    def bounded(self, timeout_s: float) -> TestEvidence:
+        return replace(self, timeout_s=timeout_s)
 
     def judge(self, clone: Workspace, sandbox: Sandbox) -> Verdict:
         """Run the targets on `clone`; `failure` holds the short lines of what still fails."""
         command = [sandbox.python, "-m", "pytest", "-q", "-x", "--tb=short", "-p", "no:cacheprovider"]
         command += [f"--rootdir={clone.root}", *self.targets]
-        done = sandbox.run(command, clone.root, TEST_TIMEOUT_S, writable=clone.root, env=sandbox.env_for(clone.root))
+        done = sandbox.run(command, clone.root, self.timeout_s, writable=clone.root, env=sandbox.env_for(clone.root))
         if done.timed_out:
-            return Verdict(self.name, False, f"{' '.join(self.targets)}: timed out after {TEST_TIMEOUT_S:.0f} s")
+            return Verdict(self.name, False, f"{' '.join(self.targets)}: timed out after {self.timeout_s:.0f} s")
         if done.returncode == 0:
             return Verdict(self.name, True)
         if done.returncode != 1:  # 2 interrupted, 3 internal error, 4 usage, 5 no tests collected: cannot tell

@@ -14,7 +14,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -263,6 +263,14 @@ class ExecutionFacts:
     def evidence(self) -> list[SnippetEvidence]:
         return [SnippetEvidence(r) for r in self.reproducing]
 
+    def executed(self) -> dict[str, frozenset[int]]:
+        """Per repo-relative file, the lines the reproducing snippets ran (empty without coverage)."""
+        lines: dict[str, frozenset[int]] = {}
+        for run in self.reproducing:
+            for path, ran in run.seen.executed.items():
+                lines[path] = lines.get(path, frozenset()) | ran
+        return lines
+
 
 def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | None = None) -> ExecutionFacts:
     """Extract the issue's snippets and run each on the tree at `root`."""
@@ -341,8 +349,8 @@ def top_packages(root: Path) -> list[str]:
 class SnippetEvidence:
     """A snippet that raised (or showed a wrong value) on the original tree, asked again of a patched copy."""
 
-    def __init__(self, run: SnippetRun) -> None:
-        self.run = run
+    def __init__(self, run: SnippetRun, limits: SnippetLimits | None = None) -> None:
+        self.run, self.limits = run, limits
 
     @property
     def name(self) -> str:
@@ -351,8 +359,12 @@ class SnippetEvidence:
     def judge(self, clone: Workspace, sandbox: Sandbox) -> Verdict:
         """Fails when the same exception comes back or an expectation still fails; passes when neither does; cannot
         tell when the patched tree raises something else or the snippet does not finish."""
-        after = run_snippet(self.run.snippet, clone.root, sandbox)
+        after = run_snippet(self.run.snippet, clone.root, sandbox, self.limits)
         return judged(self.name, self.run, after)
+
+    def bounded(self, timeout_s: float) -> SnippetEvidence:
+        limits = replace(self.limits or snippet_limits(), timeout_s=timeout_s, coverage=False)
+        return SnippetEvidence(self.run, limits)
 
 
 def judged(name: str, run: SnippetRun, after: Observation) -> Verdict:

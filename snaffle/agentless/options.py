@@ -8,7 +8,13 @@ from __future__ import annotations
 import argparse
 
 from snaffle import data
-from snaffle.agentless.config import EXECUTION_SWITCHES, PROMPT_SWITCHES, SAMPLING_SWITCHES, PipelineConfig
+from snaffle.agentless.config import (
+    EXECUTION_SWITCHES,
+    PROMPT_SWITCHES,
+    SAMPLING_SWITCHES,
+    ZERO_TOKEN_SWITCHES,
+    PipelineConfig,
+)
 from snaffle.exceptions import UserError
 from snaffle.primitives.extract import EDIT_FORMAT_CHOICES
 from snaffle.types import Limits
@@ -68,7 +74,7 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
 
 
-SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES)
+SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES)
 """The [pipeline] switches a run may set: `--NAME` / `--no-NAME`, or `-c NAME=true`."""
 SWITCH_HELP = {
     "feedback": "a one-shot sample whose patch fails the evidence is told the failure and asked again",
@@ -80,6 +86,7 @@ SWITCH_HELP = {
     "early_stop": "draw no more samples once the selected one is validated",
     "extra_samples": "while no sample is validated and evidence could tell, draw up to --max-samples",
     "docstrings_apart": "one-shot rewrites see each candidate's docstring above its code, not in it",
+    "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
 }
 
 

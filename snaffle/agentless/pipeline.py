@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless import baseline
+from snaffle.agentless import baseline, mutation
 from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.budget import Budget
 from snaffle.agentless.config import PipelineConfig, decode_config
@@ -25,7 +25,7 @@ from snaffle.agentless.facts import ExecutionFacts
 from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
-from snaffle.agentless.sampling import SamplingPlan
+from snaffle.agentless.sampling import SamplingPlan, validated_choice
 from snaffle.agentless.sbfl import sbfl_scores
 from snaffle.agentless.validate import (
     CandidatePatch,
@@ -33,6 +33,7 @@ from snaffle.agentless.validate import (
     changed_lines,
     ending,
     evidence_named,
+    evidence_rank,
     normalized_key,
     related_tests,
     run_tests,
@@ -71,6 +72,16 @@ class LockedSink:
         return LockedSink(self.sink, self.lock, sample)
 
 
+def decisive(mutants: Sequence[CandidatePatch]) -> bool:
+    """The chosen mutant is `validated` and no mutant of another behaviour has evidence as good (what the tests and
+    snippets say of it: left failing, passing, related tests fixed); a tie is for the model's samples to settle."""
+    chosen = validated_choice(mutants)
+    if chosen is None:
+        return False
+    rivals = [m for m in mutants if m.valid and m.key != chosen.key]
+    return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
+
+
 class Pipeline:
     """One agentless run over one workspace."""
 
@@ -95,6 +106,8 @@ class Pipeline:
         self.related: list[str] = []
         self.before = TestOutcomes(frozenset(), frozenset(), False)
         self.repro: Path | None = None
+        self.repro_made = False
+        """The kept reproduction test was made from the issue's snippet (not written by the model)."""
         self.test_runs = 0
         self.facts: ExecutionFacts | None = None
         self.existing_failing: tuple[str, ...] = ()
@@ -123,7 +136,40 @@ class Pipeline:
         if self.existing_failures(index) and self.config.mechanisms.sbfl:
             sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
             located, context = self.localize(index, sbfl, execution)
+        if self.config.mutation and (mutated := self.mutation(index, located)):
+            return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
         return self.finish(self.repair(context))
+
+    def mutation(self, index: RepoIndex, located: Localization) -> list[CandidatePatch]:
+        """One-point mutants of the top localized entities, screened against the issue's own evidence on a scratch
+        copy (zero tokens); the survivors are validated like samples (numbered after the samples' ceiling). They are
+        returned only when decisive: every mutant tried, and one validated behaviour with better evidence than every
+        other. A search over many mutants fits whatever evidence it is given, so nothing less is trusted: a tie,
+        or a repository whose related tests cannot run (nothing would catch what a mutant breaks), is left to the
+        model's samples."""
+        limits = mutation.screening_limits()
+        evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
+        if not evidence or not self.before.passed:
+            why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
+            self.stage("mutation", why)
+            return []
+        selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
+        entities = [index.resolve(s) for s in selectors]
+        executed = self.facts.executed() if self.facts and not self.task.failing_test else None
+        planned = mutation.plan(entities, index.source, executed or None)
+        copy = self.workspace.clone(self.scratch / "mutation")
+        report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
+        self.stage("mutation", report.decision(), **report.fields())
+        first = max(self.config.samples, self.config.max_samples)
+        found = [
+            replace(self.validate(first + i, s.patch, s.mutant.describe()), origin=f"mutant {s.mutant.describe()}")
+            for i, s in enumerate(report.survivors)
+        ]
+        if report.survivors and (report.stopped or not decisive(found)):
+            why = "screening stopped early" if report.stopped else "no one behaviour has the best evidence"
+            self.stage("mutation", f"not decisive: {why}; the model's samples decide")
+            return []
+        return found
 
     def finish(self, candidates: list[CandidatePatch]) -> Outcome:
         """Select among the candidates; the exit status says what the evidence says of the chosen one."""
@@ -198,6 +244,7 @@ class Pipeline:
         outcome = self.run_tests(self.workspace, [], [str(path)])
         kept = outcome.ran and bool(outcome.failed) and not outcome.errored
         self.repro = path if kept else None
+        self.repro_made = kept and made is not None
         self.stage(
             "reproduce",
             "kept" if kept else "discarded",
@@ -305,7 +352,7 @@ class Pipeline:
 
         return make
 
-    def validate(self, number: int, patch: str) -> CandidatePatch:
+    def validate(self, number: int, patch: str, mutant: str = "") -> CandidatePatch:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
         the evidence that reproduced the issue (the reproduction test, snippets) and tests that newly pass rank the
         survivors."""
@@ -337,7 +384,7 @@ class Pipeline:
             evidence_named(*found, passed=False),
             evidence_named(*found, passed=True),
         )
-        self.validate_stage(candidate, judged)
+        self.validate_stage(candidate, judged, mutant)
         return candidate
 
     def judged(self, clone: Workspace, patch: str, worth_testing: bool) -> tuple[bool | None, tuple[Verdict, ...]]:
@@ -346,11 +393,12 @@ class Pipeline:
         others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
         return reproduces, judge_all(others, clone, self.sandbox)
 
-    def validate_stage(self, candidate: CandidatePatch, judged: Sequence[Verdict]) -> None:
+    def validate_stage(self, candidate: CandidatePatch, judged: Sequence[Verdict], mutant: str = "") -> None:
         self.stage(
             "validate",
             "valid" if candidate.valid else "invalid",
             sample=candidate.sample,
+            **({"mutant": mutant} if mutant else {}),
             key=candidate.key,
             regressions=list(candidate.regressions),
             fixes_failing=candidate.fixes_failing,

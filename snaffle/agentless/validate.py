@@ -59,6 +59,13 @@ class CandidatePatch:
     """The evidence that reproduced the issue on the original tree and still fails with this patch."""
     passed: tuple[str, ...] = ()
     """The evidence that reproduced the issue on the original tree and passes with this patch."""
+    origin: str = ""
+    """Where the patch came from when not from the model: `mutant path:line operator: ...` (agentless/mutation.py)."""
+
+    @property
+    def label(self) -> str:
+        """How messages name it: `sample 2`, or `sample 6 (mutant inflection/__init__.py:12 relational: ...)`."""
+        return f"sample {self.sample}" + (f" ({self.origin})" if self.origin else "")
 
     @property
     def valid(self) -> bool:
@@ -164,9 +171,12 @@ def select(candidates: Sequence[CandidatePatch]) -> CandidatePatch | None:
     if not valid:
         return None
     votes = Counter(c.key for c in valid)
-    return min(
-        valid, key=lambda c: (len(c.against), -len(c.passed), -c.fixed, -votes[c.key], c.changed_lines, c.sample)
-    )
+    return min(valid, key=lambda c: (*evidence_rank(c), -votes[c.key], c.changed_lines, c.sample))
+
+
+def evidence_rank(candidate: CandidatePatch) -> tuple[int, int, int]:
+    """What the evidence says of a candidate, best lowest: left failing, passing, related tests newly passing."""
+    return len(candidate.against), -len(candidate.passed), -candidate.fixed
 
 
 def evidence_named(
@@ -208,11 +218,9 @@ def ending(chosen: CandidatePatch | None, samples: int, veto: bool) -> Ending:
         kept = "dropped" if veto else "kept in patch.diff as a best guess, not applied"
         return Ending(
             "no_valid_patch",
-            f"sample {chosen.sample} leaves the reproduced failure failing ({failing}): {kept}",
+            f"{chosen.label} leaves the reproduced failure failing ({failing}): {kept}",
             not veto,
         )
     if chosen.evidenced:
-        return Ending("validated", f"sample {chosen.sample} selected: tests show the fix", True)
-    return Ending(
-        "submitted", f"sample {chosen.sample} selected: no test shows the fix; nothing it touches broke", True
-    )
+        return Ending("validated", f"{chosen.label} selected: tests show the fix", True)
+    return Ending("submitted", f"{chosen.label} selected: no test shows the fix; nothing it touches broke", True)

@@ -1,0 +1,164 @@
+"""Zero-token repair: each one-point mutant of the localized code (agentless/mutants.py) is tried on one scratch copy
+against the evidence that reproduced the issue; those that pass all of it go on to full validation as candidates.
+
+The evidence is asked first of the unmutated copy: what does not fail there cannot judge a mutant, and its time
+there bounds each mutant's run (a mutant that loops is stopped at `timeout_factor` times that). Only the issue's own
+evidence screens (a reproducing snippet, the given failing test, a reproduction test made from a snippet): a
+model-written reproduction test can be wrong, and a mutant picked by it alone would be a guess.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from snaffle import data
+from snaffle.agentless.evidence import Evidence
+from snaffle.agentless.mutants import DATA_FILE, Mutant, mutants
+from snaffle.index.parse import Entity
+from snaffle.sandbox import Sandbox
+from snaffle.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Screening:
+    """snaffle/data/mutation.toml [screening]: how many mutants, how long, how many go on to validation."""
+
+    entities: int
+    """The localized entities whose code is mutated, best first."""
+    max_mutants: int
+    max_seconds: float
+    max_survivors: int
+    timeout_factor: float
+    min_timeout_s: float
+
+
+@cache
+def screening_limits() -> Screening:
+    return data.load_record(Screening, DATA_FILE, "screening")
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A mutant that passed every piece of screening evidence, and its patch against the starting tree."""
+
+    mutant: Mutant
+    patch: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the screening did: mutants made and tried, the survivors, its seconds, and why it stopped early."""
+
+    generated: int
+    tried: int
+    survivors: tuple[Survivor, ...]
+    seconds: float
+    stopped: str = ""
+    evidence: tuple[str, ...] = ()
+
+    def decision(self) -> str:
+        head = f"{len(self.survivors)} of {self.tried} mutants pass the evidence"
+        tail = f" ({self.stopped})" if self.stopped else ""
+        return f"{head}, of {self.generated} made{tail}"
+
+    def fields(self) -> dict[str, object]:
+        return {
+            "generated": self.generated,
+            "tried": self.tried,
+            "survivors": [s.mutant.describe() for s in self.survivors],
+            "evidence": list(self.evidence),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def plan(
+    entities: Sequence[Entity], sources: Callable[[str], bytes], executed: Mapping[str, Collection[int]] | None
+) -> list[Mutant]:
+    """The mutants of `entities` (in their order), each entity's lines limited to those the evidence ran (plus its
+    signature, whose defaults run at the call) when `executed` says which lines ran; every line otherwise."""
+    found: list[Mutant] = []
+    seen: set[tuple[str, int, int, str]] = set()
+    for entity in entities:
+        span = (entity.start_line + 1, entity.end_line + 1)  # Entity lines are 0-based
+        lines: set[int] | None = None
+        if executed is not None:
+            lines = set(executed.get(entity.path, ()))
+            lines |= set(range(entity.start_line + 1, entity.body_start_line + 1))
+        try:
+            text = sources(entity.path).decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # byte offsets of a file that is not UTF-8 would not be Python's
+        for mutant in mutants(text, entity.path, [span], lines):
+            key = (mutant.path, mutant.start, mutant.end, mutant.after)
+            if key not in seen:  # a method is inside its class: the same change once
+                seen.add(key)
+                found.append(mutant)
+    return found
+
+
+def screen(
+    copy: Workspace, candidates: Sequence[Mutant], evidence: Sequence[Evidence], sandbox: Sandbox, limits: Screening
+) -> Report:
+    """Try `candidates` in order on `copy` (left as it was found), each against the evidence that fails unmutated."""
+    started = time.monotonic()
+    probes = calibrated(copy, evidence, sandbox, limits)
+    if not probes:
+        return Report(len(candidates), 0, (), time.monotonic() - started, "no evidence fails on the original")
+    survivors: list[Survivor] = []
+    tried, stopped = 0, ""
+    stamps = itertools.count(int(time.time()) + 1)
+    for mutant in candidates[: limits.max_mutants]:
+        if time.monotonic() - started > limits.max_seconds:
+            stopped = f"time budget of {limits.max_seconds:.0f} s spent"
+            break
+        tried += 1
+        patch = trial(copy, mutant, probes, sandbox, stamps)
+        if patch:
+            survivors.append(Survivor(mutant, patch))
+            if len(survivors) >= limits.max_survivors:
+                stopped = f"{limits.max_survivors} survivors"
+                break
+    if not stopped and len(candidates) > limits.max_mutants:
+        stopped = f"cap of {limits.max_mutants} mutants"
+    names = tuple(p.name for p in probes)
+    return Report(len(candidates), tried, tuple(survivors), time.monotonic() - started, stopped, names)
+
+
+def calibrated(copy: Workspace, evidence: Sequence[Evidence], sandbox: Sandbox, limits: Screening) -> list[Evidence]:
+    """Each piece of evidence that fails on the unmutated copy, bounded by its time there."""
+    probes = []
+    for item in evidence:
+        started = time.monotonic()
+        verdict = item.judge(copy, sandbox)
+        seconds = time.monotonic() - started
+        if verdict.passed is False:
+            probes.append(item.bounded(max(limits.min_timeout_s, limits.timeout_factor * seconds)))
+    return probes
+
+
+def trial(
+    copy: Workspace, mutant: Mutant, probes: Sequence[Evidence], sandbox: Sandbox, stamps: itertools.count[int]
+) -> str:
+    """The mutant's patch if every probe passes with it, else ''; the file is put back either way. Each write gets a
+    new whole-second mtime, so a cached bytecode file of an earlier version (same size, same second) is never used."""
+    file = copy.root / mutant.path
+    original = file.read_bytes()
+    write(file, mutant.apply(original), next(stamps))
+    try:
+        for probe in probes:
+            if probe.judge(copy, sandbox).passed is not True:
+                return ""
+        return copy.patch()
+    finally:
+        write(file, original, next(stamps))
+
+
+def write(file: Path, content: bytes, stamp: int) -> None:
+    file.write_bytes(content)
+    os.utime(file, (stamp, stamp))

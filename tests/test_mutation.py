@@ -1,0 +1,158 @@
+"""Zero-token mutants (agentless/mutation.py) screened in the real sandbox against the issue's own evidence, and
+the agentless arm with them: a unique fix ends the run with no model call, an ambiguous one asks the model, a
+model-written test never screens, a mutant that loops is stopped and the screening goes on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from snaffle.agentless import mutation
+from snaffle.agentless.evidence import TestEvidence
+from snaffle.agentless.mutants import mutants
+from snaffle.agentless.pipeline import decisive
+from snaffle.agentless.validate import CandidatePatch
+from snaffle.sandbox import Sandbox
+from snaffle.trajectory import read_trajectory
+from snaffle.types import Event
+from snaffle.workspace import Workspace
+from tests.helpers import Start, make_repo
+from tests.test_facts import RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
+from tests.test_pipeline import agentless, stages
+
+FIX = '        if key in self.frozen:\n            raise ValueError(f"slot {key!r} is frozen")'
+RIGHT = {"content": f"```python\n    def __setitem__(self, key, value):\n{FIX}\n        self.slots[key] = value\n```"}
+
+
+def events(out: Path, name: str) -> list[Event]:
+    return [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == name]
+
+
+def test_a_unique_mutant_that_the_issue_validates_ends_the_run_with_no_model_call(
+    scripted: Start, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted([])
+    out = tmp_path / "run"
+    attempt = agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=3, one_shot=True, mutation=True)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "-        return sum(self.slots.values()) + 1\n+        return sum(self.slots.values())\n" in attempt.patch
+    assert server.requests == []
+    (screened,) = events(out, "mutation")
+    assert screened["decision"].startswith("1 of ") and screened["survivors"] == [
+        "shelf/core.py:23 term_dropped: `sum(self.slots.values()) + 1` -> `sum(self.slots.values())`"
+    ]
+    (validated,) = events(out, "validate")
+    assert validated["mutant"] == screened["survivors"][0] and validated["decision"] == "valid"
+    result = json.loads((out / "result.json").read_text())
+    assert "mutant shelf/core.py:23 term_dropped" in result["message"]
+
+
+def test_without_the_switch_no_mutant_is_tried(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted([{"content": "```python\ndef total(self):\n    return 0\n```"}])
+    out = tmp_path / "run"
+    agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=False)
+    assert events(out, "mutation") == [] and len(server.requests) == 1
+
+
+def test_several_passing_mutants_ask_the_model_and_its_votes_settle_them(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted([RIGHT])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "mutation": True, "top_k": 1}
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
+    screened, verdict = events(out, "mutation")
+    assert len(screened["survivors"]) >= 2, screened  # `or` -> `and`, the condition negated, ...: no single fix
+    assert verdict["decision"].startswith("not decisive: ")
+    assert len(server.requests) == 1  # so the model was asked
+    assert attempt.exit_status == "validated" and '-        if key in self.frozen or key.startswith("f"):' in (
+        attempt.patch
+    )
+    assert stages(out)[-1] == ("select", "sample 0")  # the tied mutants are not candidates
+
+
+def test_without_a_working_related_test_no_mutant_is_trusted(scripted: Start, tmp_path: Path) -> None:
+    files = {**SHELF_FILES, "tests/test_core.py": "import shelf.missing_module\n\n\ndef test_keys():\n    pass\n"}
+    repo = make_repo(tmp_path / "shelf", files)
+    server = scripted([{"content": "```python\ndef total(self):\n    return 0\n```"}])
+    out = tmp_path / "run"
+    agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=True)
+    assert [e["decision"] for e in events(out, "mutation")] == ["no related test passes on the original"]
+    assert len(server.requests) == 1
+
+
+def test_a_model_written_reproduction_test_never_screens_mutants(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    repro = "```python\nfrom shelf import Shelf\n\ndef test_total():\n    s = Shelf()\n    s['a'] = 2\n"
+    repro += "    assert s.total() == 2\n```"
+    server = scripted([{"content": repro}, {"content": "```python\ndef total(self):\n    return 0\n```"}])
+    out = tmp_path / "run"
+    prose = "Shelf.total in shelf/core.py is one more than the sum of the slots."
+    agentless(repo, prose, server.base_url, out, samples=1, one_shot=True, mutation=True)
+    assert [e["decision"] for e in events(out, "reproduce")] == ["kept"]
+    assert [e["decision"] for e in events(out, "mutation")] == ["nothing from the issue could tell a fix"]
+
+
+LOOP_SOURCE = """def steps(n):
+    i, out = 0, []
+    while i < n:
+        out.append(i)
+        i += 1
+    return len(out) + 1
+"""
+LOOP_TEST = "from loop import steps\n\n\ndef test_steps():\n    assert steps(3) == 3\n"
+
+
+def test_a_mutant_that_never_ends_is_stopped_and_the_screening_goes_on(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "loop", {"loop.py": LOOP_SOURCE, "test_loop.py": LOOP_TEST})
+    copy = Workspace.open(repo).clone(tmp_path / "copy")
+    planned = mutants(LOOP_SOURCE, "loop.py", [(1, 6)])
+    looping = [m for m in planned if m.operator == "statement_deleted" and "i += 1" in m.before]
+    right = [m for m in planned if m.operator == "term_dropped"]
+    sandbox = Sandbox.create(tmp_path / "sandbox")
+    limits = replace(mutation.screening_limits(), min_timeout_s=2.0, timeout_factor=1.0)
+    evidence = [TestEvidence("failing_test", ("test_loop.py",))]
+    report = mutation.screen(copy, [*looping, *right], evidence, sandbox, limits)
+    assert report.tried == 2 and [s.mutant for s in report.survivors] == right
+    assert report.seconds < 30
+    assert copy.changed_since_start() == []  # the copy is left as it was found
+
+
+def test_a_mutant_of_the_same_size_is_judged_on_its_own_code_not_a_cached_one(tmp_path: Path) -> None:
+    source = "def inc(x):\n    return x - 1\n"
+    test = "from inc import inc\n\n\ndef test_inc():\n    assert inc(3) == 4\n"
+    repo = make_repo(tmp_path / "inc", {"inc.py": source, "test_inc.py": test})
+    copy = Workspace.open(repo).clone(tmp_path / "copy")
+    (flipped,) = [m for m in mutants(source, "inc.py", [(1, 2)]) if m.operator == "arithmetic"]
+    assert len(flipped.after) == len(flipped.before)  # `-` -> `+`: same size as the bytecode already cached
+    sandbox = Sandbox.create(tmp_path / "sandbox")
+    evidence = [TestEvidence("failing_test", ("test_inc.py",))]
+    report = mutation.screen(copy, [flipped], evidence, sandbox, mutation.screening_limits())
+    assert [s.mutant for s in report.survivors] == [flipped]
+
+
+def test_evidence_that_passes_unmutated_screens_nothing(tmp_path: Path) -> None:
+    source = "def inc(x):\n    return x + 1\n"
+    test = "from inc import inc\n\n\ndef test_inc():\n    assert inc(3) == 4\n"
+    repo = make_repo(tmp_path / "inc", {"inc.py": source, "test_inc.py": test})
+    copy = Workspace.open(repo).clone(tmp_path / "copy")
+    sandbox = Sandbox.create(tmp_path / "sandbox")
+    planned = mutants(source, "inc.py", [(1, 2)])
+    evidence = [TestEvidence("failing_test", ("test_inc.py",))]
+    report = mutation.screen(copy, planned, evidence, sandbox, mutation.screening_limits())
+    assert report.tried == 0 and report.stopped == "no evidence fails on the original"
+
+
+def test_a_mutant_is_decisive_only_when_its_evidence_beats_every_other_behaviour() -> None:
+    def mutant(sample: int, key: str, fixed: int, passed: tuple[str, ...] = ("snippet 1",)) -> CandidatePatch:
+        patch = "--- a/m.py\n+++ b/m.py\n-x\n+y\n"
+        return CandidatePatch(sample, patch, key, 2, (), None, bool(passed) or None, fixed, passed=passed)
+
+    right, lucky = mutant(6, "a", fixed=2), mutant(7, "b", fixed=0)
+    assert decisive([right, lucky])  # the toolz-tail shape: both pass the snippet, one also fixes related tests
+    assert not decisive([mutant(6, "a", 0), mutant(7, "b", 0)])  # a tie: the samples' votes settle it
+    assert decisive([mutant(6, "a", 0), mutant(7, "a", 0)])  # two spellings of one behaviour
+    assert not decisive([mutant(6, "a", 0, passed=())])  # not validated: nothing shows the fix
+    assert not decisive([])
