@@ -11,7 +11,7 @@ from pathlib import Path
 from snaffle.agentless import mutation
 from snaffle.agentless.evidence import TestEvidence
 from snaffle.agentless.mutants import mutants
-from snaffle.agentless.pipeline import decisive
+from snaffle.agentless.pipeline import decisive, seconded
 from snaffle.agentless.validate import CandidatePatch
 from snaffle.sandbox import Sandbox
 from snaffle.trajectory import read_trajectory
@@ -156,3 +156,13 @@ def test_a_mutant_is_decisive_only_when_its_evidence_beats_every_other_behaviour
     assert decisive([mutant(6, "a", 0), mutant(7, "a", 0)])  # two spellings of one behaviour
     assert not decisive([mutant(6, "a", 0, passed=())])  # not validated: nothing shows the fix
     assert not decisive([])
+
+
+def test_after_a_tie_only_the_mutants_a_sample_agrees_with_are_candidates() -> None:
+    def candidate(sample: int, key: str, valid: bool = True) -> CandidatePatch:
+        regressions = () if valid else ("tests/test_m.py::test_x",)
+        return CandidatePatch(sample, "--- a/m.py\n+++ b/m.py\n-x\n+y\n", key, 2, regressions, None, True)
+
+    mutants_found = [candidate(6, "a"), candidate(7, "b"), candidate(8, "c", valid=False)]
+    samples = [candidate(0, "b"), candidate(1, "c"), candidate(2, "d", valid=False)]
+    assert [m.sample for m in seconded(mutants_found, samples)] == [7]

@@ -82,6 +82,13 @@ def decisive(mutants: Sequence[CandidatePatch]) -> bool:
     return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
 
 
+def seconded(mutants: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:
+    """The valid mutants whose behaviour a valid sample of the model's also has: a second vote for it. A mutant
+    no sample agrees with is not a candidate once the screening was not decisive."""
+    keys = {c.key for c in samples if c.valid}
+    return [m for m in mutants if m.valid and m.key in keys]
+
+
 class Pipeline:
     """One agentless run over one workspace."""
 
@@ -136,23 +143,25 @@ class Pipeline:
         if self.existing_failures(index) and self.config.mechanisms.sbfl:
             sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
             located, context = self.localize(index, sbfl, execution)
-        if self.config.mutation and (mutated := self.mutation(index, located)):
+        mutated, decided = self.mutation(index, located) if self.config.mutation else ([], False)
+        if decided:
             return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
-        return self.finish(self.repair(context))
+        samples = self.repair(context)
+        return self.finish(samples + seconded(mutated, samples))
 
-    def mutation(self, index: RepoIndex, located: Localization) -> list[CandidatePatch]:
+    def mutation(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
         """One-point mutants of the top localized entities, screened against the issue's own evidence on a scratch
-        copy (zero tokens); the survivors are validated like samples (numbered after the samples' ceiling). They are
-        returned only when decisive: every mutant tried, and one validated behaviour with better evidence than every
-        other. A search over many mutants fits whatever evidence it is given, so nothing less is trusted: a tie,
-        or a repository whose related tests cannot run (nothing would catch what a mutant breaks), is left to the
-        model's samples."""
+        copy (zero tokens); the survivors are validated like samples (numbered after the samples' ceiling), and
+        whether they are decisive: every mutant tried, and one validated behaviour with better evidence than every
+        other. A search over many mutants fits whatever evidence it is given, so nothing less ends the repair: a
+        tie, or a repository whose related tests cannot run (nothing would catch what a mutant breaks), is left to
+        the model's samples."""
         limits = mutation.screening_limits()
         evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
         if not evidence or not self.before.passed:
             why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
             self.stage("mutation", why)
-            return []
+            return [], False
         selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
         entities = [index.resolve(s) for s in selectors]
         executed = self.facts.executed() if self.facts and not self.task.failing_test else None
@@ -168,8 +177,8 @@ class Pipeline:
         if report.survivors and (report.stopped or not decisive(found)):
             why = "screening stopped early" if report.stopped else "no one behaviour has the best evidence"
             self.stage("mutation", f"not decisive: {why}; the model's samples decide")
-            return []
-        return found
+            return found, False
+        return found, bool(found)
 
     def finish(self, candidates: list[CandidatePatch]) -> Outcome:
         """Select among the candidates; the exit status says what the evidence says of the chosen one."""
