@@ -9,15 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle.agentless import mutation
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.evidence import TestEvidence
 from snaffle.agentless.mutants import mutants
 from snaffle.agentless.pipeline import decisive, seconded
 from snaffle.agentless.validate import CandidatePatch
+from snaffle.model.client import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
 from snaffle.trajectory import read_trajectory
-from snaffle.types import Event
+from snaffle.types import Event, Limits, Task
 from snaffle.workspace import Workspace
-from tests.helpers import Start, make_repo
+from tests.helpers import CALC_ISSUE, Start, make_repo
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
 from tests.test_pipeline import agentless, stages
 
@@ -166,3 +169,19 @@ def test_after_a_tie_only_the_mutants_a_sample_agrees_with_are_candidates() -> N
     mutants_found = [candidate(6, "a"), candidate(7, "b"), candidate(8, "c", valid=False)]
     samples = [candidate(0, "b"), candidate(1, "c"), candidate(2, "d", valid=False)]
     assert [m.sample for m in seconded(mutants_found, samples)] == [7]
+
+
+def test_a_given_failing_test_screens_only_the_lines_it_ran(scripted: Start, calc_repo: Path, tmp_path: Path) -> None:
+    server = scripted([])
+    out = tmp_path / "run"
+    pipeline = PipelineConfig(samples=2, one_shot=True, mutation=True)
+    config = SolveConfig(
+        "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=9), out, zero_pricer, pipeline=pipeline
+    )
+    attempt = solve(Task(repo=calc_repo, issue=CALC_ISSUE, failing_test="tests/test_calc.py::test_add"), config)
+    assert attempt.exit_status == "validated" and "+    return a + b\n" in attempt.patch, stages(out)
+    assert server.requests == []
+    (screened,) = events(out, "mutation")
+    assert screened["evidence"] == ["failing_test"]
+    lines = {int(s.split(" ")[0].split(":")[1]) for s in screened["survivors"]}
+    assert lines == {6} and screened["generated"] == 2  # `return a - b` changed or deleted; not mul's `a * b`

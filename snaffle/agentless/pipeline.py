@@ -26,7 +26,7 @@ from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, 
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sampling import SamplingPlan, validated_choice
-from snaffle.agentless.sbfl import sbfl_scores
+from snaffle.agentless.sbfl import Spectrum, spectrum
 from snaffle.agentless.validate import (
     CandidatePatch,
     TestOutcomes,
@@ -118,8 +118,30 @@ class Pipeline:
         self.test_runs = 0
         self.facts: ExecutionFacts | None = None
         self.existing_failing: tuple[str, ...] = ()
+        self.spectrum: Spectrum | None = None
+        """SBFL's covered run of the failing tests, when there are any."""
         self.evidence: list[Evidence] = []
         """What reproduced the issue on the original tree: feedback rounds and validation ask it of patches."""
+
+    @property
+    def sbfl(self) -> dict[Entity, float] | None:
+        return self.spectrum.scores if self.spectrum is not None else None
+
+    def executed_lines(self) -> dict[str, frozenset[int]] | None:
+        """The lines the reproducing evidence ran: the snippets' (their coverage) and the given failing test's
+        (SBFL's covered run); None when some evidence's lines are unknown (every line of an entity is then tried)."""
+        parts: list[dict[str, frozenset[int]]] = []
+        if self.facts is not None and self.facts.reproducing:
+            parts.append(self.facts.executed())
+        if self.task.failing_test:
+            parts.append(self.spectrum.failing_lines if self.spectrum is not None else {})
+        if not parts or not all(parts):
+            return None
+        merged: dict[str, frozenset[int]] = {}
+        for part in parts:
+            for path, ran in part.items():
+                merged[path] = merged.get(path, frozenset()) | ran
+        return merged
 
     @property
     def deadline(self) -> float | None:
@@ -136,13 +158,13 @@ class Pipeline:
     def _run(self) -> Outcome:
         index = RepoIndex(self.workspace.root, cache_dir=cache_dir("structure"))
         failing = self.task.failing_test if self.config.mechanisms.sbfl else None
-        sbfl = sbfl_scores(index, failing, self.sandbox) if failing else None
+        self.spectrum = spectrum(index, failing, self.sandbox) if failing else None
         execution = self.issue_facts(index)
-        located, context = self.localize(index, sbfl, execution)
+        located, context = self.localize(index, self.sbfl, execution)
         self.baseline(index, located, context)
         if self.existing_failures(index) and self.config.mechanisms.sbfl:
-            sbfl = sbfl_scores(index, self.existing_failing, self.sandbox)
-            located, context = self.localize(index, sbfl, execution)
+            self.spectrum = spectrum(index, self.existing_failing, self.sandbox)
+            located, context = self.localize(index, self.sbfl, execution)
         mutated, decided = self.mutation(index, located) if self.config.mutation else ([], False)
         if decided:
             return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
@@ -164,8 +186,7 @@ class Pipeline:
             return [], False
         selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
         entities = [index.resolve(s) for s in selectors]
-        executed = self.facts.executed() if self.facts and not self.task.failing_test else None
-        planned = mutation.plan(entities, index.source, executed or None)
+        planned = mutation.plan(entities, index.source, self.executed_lines())
         copy = self.workspace.clone(self.scratch / "mutation")
         report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
         self.stage("mutation", report.decision(), **report.fields())

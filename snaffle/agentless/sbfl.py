@@ -10,6 +10,7 @@ import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
@@ -29,8 +30,22 @@ def ochiai(failed_cover: int, passed_cover: int, total_failed: int) -> float:
     return failed_cover / math.sqrt(total_failed * (failed_cover + passed_cover))
 
 
+@dataclass(frozen=True)
+class Spectrum:
+    """One covered run's findings: each entity's suspiciousness, and the lines the failing tests ran."""
+
+    scores: dict[Entity, float]
+    failing_lines: dict[str, frozenset[int]]
+    """Per repo-relative non-test file, the 1-based lines at least one failing test ran."""
+
+
 def sbfl_scores(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sandbox) -> dict[Entity, float]:
     """Entity suspiciousness (max over its lines) from one covered run of the failing tests' files."""
+    return spectrum(index, failing_test, sandbox).scores
+
+
+def spectrum(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sandbox) -> Spectrum:
+    """One covered run of the failing tests' files: suspiciousness per entity and the lines the failures ran."""
     tests = [failing_test] if isinstance(failing_test, str) else list(failing_test)
     test_files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
     with tempfile.TemporaryDirectory(prefix="snaffle-sbfl-", dir=sandbox.scratch) as tmp:
@@ -55,7 +70,8 @@ def sbfl_scores(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sa
         outcomes = junit_outcomes(scratch / "junit.xml")
         lines = covered_lines(scratch / "coverage", index.root)
     failed = {name for name, ok in outcomes.items() if not ok}
-    return entity_suspiciousness(index, lines, failed, len(failed))
+    ran = {path: frozenset(n for n, tests in by_line.items() if tests & failed) for path, by_line in lines.items()}
+    return Spectrum(entity_suspiciousness(index, lines, failed, len(failed)), {p: r for p, r in ran.items() if r})
 
 
 def junit_outcomes(path: Path) -> dict[str, bool]:
