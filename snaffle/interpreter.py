@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import platform
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.exceptions import UserError
-from snaffle.sandbox import Sandbox
+from snaffle.sandbox import Sandbox, own_python
 
 VENV_NAMES = (".venv", "venv")
 """A repository's own virtualenv, looked for in this order at its root."""
@@ -60,9 +59,9 @@ def choose(repo: Path, given: str | None) -> PythonChoice:
             try:
                 bind_paths(python)
             except UserError as exc:
-                return PythonChoice(sys.executable, f"{OWN} (the repository's {name} was refused: {exc})")
+                return PythonChoice(own_python(), f"{OWN} (the repository's {name} was refused: {exc})")
             return PythonChoice(str(python), f"the repository's {name}")
-    return PythonChoice(sys.executable, OWN)
+    return PythonChoice(own_python(), OWN)
 
 
 def repo_venv(root: Path) -> Path | None:
@@ -110,7 +109,7 @@ def pyvenv_home(config: Path) -> Path | None:
 
 def prepare(choice: PythonChoice, scratch: Path, mode: str) -> tuple[Sandbox, Interpreter]:
     """The run's sandbox with `choice` as its interpreter, and that interpreter's version asked inside it."""
-    if choice.path == sys.executable:
+    if choice.path == own_python():
         return Sandbox.create(scratch, mode), Interpreter(choice.path, platform.python_version(), choice.how)
     sandbox = Sandbox.create(scratch, mode, python=choice.path, python_paths=bind_paths(Path(choice.path)))
     return sandbox, Interpreter(choice.path, probe(sandbox, choice), choice.how)

@@ -161,3 +161,30 @@ def test_without_bubblewrap_model_commands_are_refused(tmp_path: Path, monkeypat
 def test_an_unknown_mode_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--sandbox bubblewrap or --sandbox none"):
         Sandbox.create(tmp_path, mode="docker")
+
+
+def test_an_interpreter_started_through_a_relative_path_still_runs_inside(tmp_path: Path, repo: Path) -> None:
+    """`cd bench && ../.venv/bin/python ...` leaves `..` in sys.executable, a path the sandbox cannot follow."""
+    bin_dir = Path(sys.executable).parent
+    inside = bin_dir / "sub"
+    inside.mkdir(exist_ok=True)
+    try:
+        script = (
+            "import pathlib, sys\n"
+            "from snaffle.sandbox import Sandbox\n"
+            "box = Sandbox.create(pathlib.Path(sys.argv[1]))\n"
+            "done = box.run([box.python, '-c', 'print(6 * 7)'], pathlib.Path(sys.argv[2]), 30, writable=pathlib.Path(sys.argv[2]))\n"
+            "print(box.python, done.output.strip())\n"
+        )
+        done = subprocess.run(
+            [f"../{Path(sys.executable).name}", "-c", script, str(tmp_path / "scratch"), str(repo)],
+            cwd=inside,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+    finally:
+        inside.rmdir()
+    python, output = done.stdout.split()
+    assert ".." not in python and output == "42", done.stderr
