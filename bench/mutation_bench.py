@@ -1,0 +1,154 @@
+"""Mutation alone on the A/B tasks, zero tokens: does a decisive mutant appear, and is it right?
+
+    python bench/mutation_bench.py [--split all|dev|test] [--tasks REGEX] [--cache DIR] [--work DIR] [--results FILE]
+
+Each task of bench/ab_tasks.toml is solved by the agentless arm with `mutation` on and a scripted model that never
+gives an edit (so every resolve is a mutant's; the snippet-made reproduction test is off, the issue's snippets and
+the related tests still judge), and the run's patch is judged by the task's hidden test, as the A/B bench does.
+Per task: how the mutation stage ended (no evidence, no working related test, no survivor, not decisive, decisive),
+the mutants made and tried, the screening's seconds, the exit status, and whether the patch is right. A decisive
+mutant that is wrong is the figure to watch: it ends a run `validated` with no model call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ab_bench as ab
+
+from snaffle.agentless.config import PipelineConfig
+from snaffle.model.client import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.testing import ScriptedServer
+from snaffle.trajectory import read_trajectory
+from snaffle.types import Limits, Task
+
+NO_EDIT = {"content": "I could not find the bug.", "repeat": 1000}
+"""What the scripted model answers to every call: no code block, so no sample ever changes anything."""
+
+
+def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str) -> dict[str, Any]:
+    pristine = ab.pristine_repo(task, cache)
+    base = work / task.id
+    shutil.rmtree(base, ignore_errors=True)
+    repo = base / "repo"
+    shutil.copytree(pristine, repo, symlinks=True)
+    pipeline = PipelineConfig(samples=1, one_shot=True, mutation=True, reproduce=False)
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(url, "scripted"),
+        Limits(max_turns=6, timeout_s=600),
+        base / "run",
+        zero_pricer,
+        pipeline=pipeline,
+    )
+    started = time.monotonic()
+    attempt = solve(Task(repo, task.issue, task.id), config)
+    seconds = time.monotonic() - started
+    trajectory = read_trajectory(base / "run" / "trajectory.jsonl")
+    stages = [e for e in trajectory.of_type("stage") if e["stage"] == "mutation"]
+    exit_event = list(trajectory.of_type("exit"))[-1]
+    by_mutant = "(mutant " in str(exit_event.get("message", ""))
+    failed_before = ab.fails_when_planted(task, pristine)
+    judged = ab.judged_tree(repo, base / "run" / "patch.diff", base / "judged")
+    right = failed_before and ab.judge(task, judged, base / "judge")
+    return {
+        "task": task.id,
+        "split": task.split,
+        "status": attempt.exit_status,
+        "mutation": outcome(stages),
+        "generated": next((int(s.get("generated", 0)) for s in stages if "generated" in s), 0),
+        "tried": next((int(s.get("tried", 0)) for s in stages if "tried" in s), 0),
+        "survivors": next((list(s.get("survivors", [])) for s in stages if "survivors" in s), []),
+        "screen_s": next((float(s.get("seconds", 0.0)) for s in stages if "seconds" in s), 0.0),
+        "by_mutant": by_mutant,
+        "right": bool(right and by_mutant),
+        "wall_s": round(seconds, 1),
+    }
+
+
+def outcome(stages: Sequence[dict[str, Any]]) -> str:
+    """One word for how the mutation stage ended."""
+    decisions = [str(s.get("decision", "")) for s in stages]
+    if not decisions:
+        return "not run"
+    last = decisions[-1]
+    if last.startswith("not decisive"):
+        return "tie" if "behaviour" in last else "cut short"
+    if last.startswith("no related test"):
+        return "no working tests"
+    if last.startswith("nothing from the issue"):
+        return "no evidence"
+    return "decisive" if not last.startswith("0 of") else "no survivor"
+
+
+def report(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| split | tasks | decisive | right | wrong | tie | cut short | no survivor | no working tests | no "
+        "evidence | median screening s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for split in ("dev", "test", "all"):
+        group = [r for r in rows if split == "all" or r["split"] == split]
+        if not group:
+            continue
+        count = {
+            k: sum(1 for r in group if r["mutation"] == k)
+            for k in ("decisive", "tie", "cut short", "no survivor", "no working tests", "no evidence")
+        }
+        right = sum(1 for r in group if r["right"])
+        wrong = sum(1 for r in group if r["by_mutant"] and not r["right"])
+        screened = [r["screen_s"] for r in group if r["tried"]]
+        median = f"{statistics.median(screened):.1f}" if screened else "-"
+        lines.append(
+            f"| {split} | {len(group)} | {count['decisive']} | {right} | {wrong} | {count['tie']} | "
+            f"{count['cut short']} | {count['no survivor']} | {count['no working tests']} | "
+            f"{count['no evidence']} | {median} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", default="all", choices=("all", *ab.SPLITS))
+    parser.add_argument("--tasks", default="")
+    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "snaffle" / "bench"))
+    parser.add_argument("--work", default="/tmp/mutation_bench")
+    parser.add_argument("--results", default="/tmp/mutation_bench/rows.jsonl")
+    args = parser.parse_args(argv)
+    tasks = ab.select_tasks(ab.load_tasks(), args.tasks, 0, args.split)
+    results = Path(args.results)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    server = ScriptedServer([NO_EDIT]).start()
+    try:
+        for task in tasks:
+            row = run_task(task, Path(args.cache), Path(args.work), server.base_url)
+            rows.append(row)
+            with results.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\n")
+            survivors = "; ".join(row["survivors"][:3])
+            ab.log(
+                f"{task.id}: {row['mutation']} right={row['right']} tried={row['tried']}/{row['generated']} "
+                f"{row['screen_s']}s {survivors}"
+            )
+    finally:
+        server.stop()
+    print()
+    print(report(rows))
+    print()
+    for row in rows:
+        mark = "right" if row["right"] else ("WRONG" if row["by_mutant"] else "-")
+        print(f"{row['task']}: {row['mutation']}, {mark}, {row['status']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
