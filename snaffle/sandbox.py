@@ -52,12 +52,12 @@ BUBBLEWRAP_KEYS = ("system_paths", "etc_paths", "max_processes")
 PIP_SHIM = '#!/bin/sh\nexec "$VIRTUAL_ENV/bin/python" -m pip "$@"\n'
 
 
-
 def own_python() -> str:
     """snaffle's interpreter as an absolute path without `..`: started as `../.venv/bin/python`, `sys.executable`
     keeps the `..`, which names nothing inside the sandbox, where the working directory is not mounted. Symlinks
     are kept (a venv's `python` is one, and resolving it would leave the venv)."""
     return os.path.normpath(os.path.abspath(sys.executable))
+
 
 @dataclass(frozen=True)
 class Confinement:

@@ -172,8 +172,8 @@ def test_an_interpreter_started_through_a_relative_path_still_runs_inside(tmp_pa
         script = (
             "import pathlib, sys\n"
             "from snaffle.sandbox import Sandbox\n"
-            "box = Sandbox.create(pathlib.Path(sys.argv[1]))\n"
-            "done = box.run([box.python, '-c', 'print(6 * 7)'], pathlib.Path(sys.argv[2]), 30, writable=pathlib.Path(sys.argv[2]))\n"
+            "box, repo = Sandbox.create(pathlib.Path(sys.argv[1])), pathlib.Path(sys.argv[2])\n"
+            "done = box.run([box.python, '-c', 'print(6 * 7)'], repo, 30, writable=repo)\n"
             "print(box.python, done.output.strip())\n"
         )
         done = subprocess.run(
