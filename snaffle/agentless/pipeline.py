@@ -176,13 +176,11 @@ class Pipeline:
         copy (zero tokens); the survivors are validated like samples (numbered after the samples' ceiling), and
         whether they are decisive: every mutant tried, and one validated behaviour with better evidence than every
         other. A search over many mutants fits whatever evidence it is given, so nothing less ends the repair: a
-        tie, or a repository whose related tests cannot run (nothing would catch what a mutant breaks), is left to
-        the model's samples."""
+        tie (two behaviours the evidence cannot tell apart) is left to the model's samples."""
         limits = mutation.screening_limits()
         evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
-        if not evidence or not self.before.passed:
-            why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
-            self.stage("mutation", why)
+        if not evidence:
+            self.stage("mutation", "nothing from the issue could tell a fix")
             return [], False
         selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
         entities = [index.resolve(s) for s in selectors]
