@@ -76,16 +76,17 @@ def test_several_passing_mutants_ask_the_model_and_its_votes_settle_them(scripte
     assert stages(out)[-1] == ("select", "sample 0")  # the tied mutants are not candidates
 
 
-def test_without_a_working_related_test_a_unique_mutant_still_decides(scripted: Start, tmp_path: Path) -> None:
-    """Measured (bench/mutation_bench.py, 24 tasks): with the related tests unable to run, 3 more mutants were
-    decisive and all 3 right; ties, not the tests, are what keeps a search from fitting the evidence."""
+def test_without_a_working_related_test_no_mutant_is_trusted(scripted: Start, tmp_path: Path) -> None:
+    """Measured (bench/mutation_bench.py, 24 tasks, without this rule): 3 more decisive mutants, one of them wrong
+    though the hidden test passed (semver: `if not parts["patch"]` -> `if parts["patch"]`, every parsed patch
+    number zeroed); the repository's own tests are what catch a mutant that breaks the code elsewhere."""
     files = {**SHELF_FILES, "tests/test_core.py": "import shelf.missing_module\n\n\ndef test_keys():\n    pass\n"}
     repo = make_repo(tmp_path / "shelf", files)
-    server = scripted([])
+    server = scripted([{"content": "```python\ndef total(self):\n    return 0\n```"}])
     out = tmp_path / "run"
-    attempt = agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=True)
-    assert events(out, "regression_baseline")[0]["decision"].startswith("no working tests")
-    assert attempt.exit_status == "validated" and server.requests == []
+    agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=True)
+    assert [e["decision"] for e in events(out, "mutation")] == ["no related test passes on the original"]
+    assert len(server.requests) == 1
 
 
 def test_a_model_written_reproduction_test_never_screens_mutants(scripted: Start, tmp_path: Path) -> None:

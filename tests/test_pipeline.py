@@ -19,7 +19,7 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from tests.helpers import CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass
+from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass
 
 DONE = {"content": "DONE"}
 
@@ -366,3 +366,22 @@ def test_one_shot_and_loop_flags(flags: list[str], one_shot: bool | None) -> Non
     assert pipeline_config(parser.parse_args(flags)).one_shot is one_shot
     with pytest.raises(SystemExit):
         parser.parse_args(["--one-shot", "--loop"])
+
+
+def test_addopts_naming_a_missing_plugin_are_left_out_so_the_related_tests_run(scripted: Start, tmp_path: Path) -> None:
+    """`addopts = --cov=calc` without pytest-cov is a usage error: pytest runs nothing, and validation is blind."""
+    files: dict[str, str | bytes] = {
+        "calc/__init__.py": CALC_SOURCE,
+        "tests/test_calc.py": CALC_TEST,
+        "pytest.ini": "[pytest]\naddopts = --an-option-of-a-plugin-that-is-not-installed=calc\n",
+    }
+    repo = make_repo(tmp_path / "calc", files)
+    server = scripted([{"content": "```python\ndef add(a, b):\n    return a + b\n```"}])
+    out = tmp_path / "run"
+    attempt = agentless(repo, CALC_ISSUE, server.base_url, out, samples=1, one_shot=True, reproduce=False)
+    (before,) = [
+        e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "regression_baseline"
+    ]
+    assert before["decision"] == "1 passing tests in 1 related files" and before["addopts_dropped"] is True
+    (validated,) = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
+    assert validated["fixed"] == 1 and attempt.exit_status == "validated"  # test_add, failing before, passes now

@@ -11,6 +11,8 @@ from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
 NO_WORKING_TESTS = "no working tests"
+NO_ADDOPTS = {"PYTEST_ADDOPTS": "-o addopts="}
+"""The environment that makes pytest ignore the repository's ini `addopts` (read before it, so `-o` empties them)."""
 WHY_TIMEOUT_S = 120.0
 ERROR_LINES = (
     re.compile(r"^E\s+((?:[\w.]+(?:Error|Exception)\b|No module named\b).*)$"),

@@ -176,11 +176,13 @@ class Pipeline:
         copy (zero tokens); the survivors are validated like samples (numbered after the samples' ceiling), and
         whether they are decisive: every mutant tried, and one validated behaviour with better evidence than every
         other. A search over many mutants fits whatever evidence it is given, so nothing less ends the repair: a
-        tie (two behaviours the evidence cannot tell apart) is left to the model's samples."""
+        tie (two behaviours the evidence cannot tell apart), or a repository whose related tests cannot run
+        (nothing would catch what a mutant breaks elsewhere), is left to the model's samples."""
         limits = mutation.screening_limits()
         evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
-        if not evidence:
-            self.stage("mutation", "nothing from the issue could tell a fix")
+        if not evidence or not self.before.passed:
+            why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
+            self.stage("mutation", why)
             return [], False
         selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
         entities = [index.resolve(s) for s in selectors]
@@ -255,11 +257,25 @@ class Pipeline:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         self.related = related_tests(index, [p for p, _ in located.files[:5]])
         self.before = self.run_tests(self.workspace, self.related)
+        dropped = self.without_addopts() if self.related and not baseline.works(self.before) else False
         decision, fields = baseline.verdict(self.before, self.related, self.workspace, self.sandbox)
+        fields = {**fields, "addopts_dropped": True} if dropped else fields
         self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
         self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
+
+    def without_addopts(self) -> bool:
+        """When no related test runs, once more without the repository's pytest `addopts` (they often name a plugin
+        this environment lacks: `--cov=...` with no pytest-cov is a usage error, and no test runs). If tests run
+        then, every later pytest run of this run leaves them out too (PYTEST_ADDOPTS, in the sandbox's env)."""
+        relaxed = replace(self.sandbox, env={**self.sandbox.env, **baseline.NO_ADDOPTS})
+        again = run_tests(self.workspace, relaxed, self.related)
+        self.test_runs += 1
+        if not baseline.works(again):
+            return False
+        self.sandbox, self.before = relaxed, again
+        return True
 
     def reproduction(self, context: RepairContext) -> None:
         """A test reproducing the issue (from a reproducing snippet, zero tokens, or asked of the model once); kept
