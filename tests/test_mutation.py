@@ -162,6 +162,9 @@ def test_a_mutant_is_decisive_only_when_its_evidence_beats_every_other_behaviour
     assert decisive([mutant(6, "a", 0), mutant(7, "a", 0)])  # two spellings of one behaviour
     assert not decisive([mutant(6, "a", 0, passed=())])  # not validated: nothing shows the fix
     assert not decisive([])
+    partial = replace(mutant(6, "a", fixed=5), unfixed=6)  # semver: one of two swapped returns
+    assert not decisive([partial, mutant(7, "b", 0)])
+    assert decisive([replace(mutant(6, "a", fixed=9), unfixed=0), mutant(7, "b", 0)])
 
 
 def test_after_a_tie_only_the_mutants_a_sample_agrees_with_are_candidates() -> None:

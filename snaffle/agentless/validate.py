@@ -59,6 +59,8 @@ class CandidatePatch:
     """The evidence that reproduced the issue on the original tree and still fails with this patch."""
     passed: tuple[str, ...] = ()
     """The evidence that reproduced the issue on the original tree and passes with this patch."""
+    unfixed: int = 0
+    """Tests of the related files that failed an assertion before and still do with the patch."""
     origin: str = ""
     """Where the patch came from when not from the model: `mutant path:line operator: ...` (agentless/mutation.py)."""
 
