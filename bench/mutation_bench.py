@@ -81,7 +81,7 @@ def outcome(stages: Sequence[dict[str, Any]]) -> str:
         return "not run"
     last = decisions[-1]
     if last.startswith("not decisive"):
-        return "tie" if "behaviour" in last else "cut short"
+        return "partial" if "not all" in last else "tie" if "behaviour" in last or "none is" in last else "cut short"
     if last.startswith("no related test"):
         return "no working tests"
     if last.startswith("nothing from the issue"):
@@ -91,9 +91,9 @@ def outcome(stages: Sequence[dict[str, Any]]) -> str:
 
 def report(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
-        "| split | tasks | decisive | right | wrong | tie | cut short | no survivor | no working tests | no "
+        "| split | tasks | decisive | right | wrong | tie | partial | cut short | no survivor | no working tests | no "
         "evidence | median screening s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for split in ("dev", "test", "all"):
         group = [r for r in rows if split == "all" or r["split"] == split]
@@ -101,7 +101,7 @@ def report(rows: Sequence[dict[str, Any]]) -> str:
             continue
         count = {
             k: sum(1 for r in group if r["mutation"] == k)
-            for k in ("decisive", "tie", "cut short", "no survivor", "no working tests", "no evidence")
+            for k in ("decisive", "tie", "partial", "cut short", "no survivor", "no working tests", "no evidence")
         }
         right = sum(1 for r in group if r["right"])
         wrong = sum(1 for r in group if r["by_mutant"] and not r["right"])
@@ -109,7 +109,7 @@ def report(rows: Sequence[dict[str, Any]]) -> str:
         median = f"{statistics.median(screened):.1f}" if screened else "-"
         lines.append(
             f"| {split} | {len(group)} | {count['decisive']} | {right} | {wrong} | {count['tie']} | "
-            f"{count['cut short']} | {count['no survivor']} | {count['no working tests']} | "
+            f"{count['partial']} | {count['cut short']} | {count['no survivor']} | {count['no working tests']} | "
             f"{count['no evidence']} | {median} |"
         )
     return "\n".join(lines)

@@ -84,6 +84,16 @@ def decisive(mutants: Sequence[CandidatePatch]) -> bool:
     return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
 
 
+def undecided(mutants: Sequence[CandidatePatch], stopped: str) -> str:
+    """Why the survivors did not decide: the screening stopped early, the best is part of a fix, or a tie."""
+    if stopped:
+        return f"screening stopped early ({stopped})"
+    chosen = validated_choice(mutants)
+    if chosen is not None and chosen.fixed and chosen.unfixed:
+        return f"the best mutant fixes {chosen.fixed} of the related tests failing on the original, not all"
+    return "no one behaviour has the best evidence" if chosen is not None else "none is validated"
+
+
 def seconded(mutants: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:
     """The valid mutants whose behaviour a valid sample of the model's also has: a second vote for it. A mutant
     no sample agrees with is not a candidate once the screening was not decisive."""
@@ -198,8 +208,7 @@ class Pipeline:
             for i, s in enumerate(report.survivors)
         ]
         if report.survivors and (report.stopped or not decisive(found)):
-            why = "screening stopped early" if report.stopped else "no one behaviour has the best evidence"
-            self.stage("mutation", f"not decisive: {why}; the model's samples decide")
+            self.stage("mutation", f"not decisive: {undecided(found, report.stopped)}; the model's samples decide")
             return found, False
         return found, bool(found)
 
