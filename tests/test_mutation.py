@@ -17,19 +17,15 @@ from snaffle.agentless.validate import CandidatePatch
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
-from snaffle.trajectory import read_trajectory
-from snaffle.types import Event, Limits, Task
+from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
 from tests.helpers import CALC_ISSUE, Start, make_repo
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
+from tests.test_facts_pipeline import stage_events
 from tests.test_pipeline import agentless, stages
 
 FIX = '        if key in self.frozen:\n            raise ValueError(f"slot {key!r} is frozen")'
 RIGHT = {"content": f"```python\n    def __setitem__(self, key, value):\n{FIX}\n        self.slots[key] = value\n```"}
-
-
-def events(out: Path, name: str) -> list[Event]:
-    return [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == name]
 
 
 def test_a_unique_mutant_that_the_issue_validates_ends_the_run_with_no_model_call(
@@ -42,11 +38,11 @@ def test_a_unique_mutant_that_the_issue_validates_ends_the_run_with_no_model_cal
     assert attempt.exit_status == "validated", stages(out)
     assert "-        return sum(self.slots.values()) + 1\n+        return sum(self.slots.values())\n" in attempt.patch
     assert server.requests == []
-    (screened,) = events(out, "mutation")
+    (screened,) = stage_events(out, "mutation")
     assert screened["decision"].startswith("1 of ") and screened["survivors"] == [
         "shelf/core.py:23 term_dropped: `sum(self.slots.values()) + 1` -> `sum(self.slots.values())`"
     ]
-    (validated,) = events(out, "validate")
+    (validated,) = stage_events(out, "validate")
     assert validated["mutant"] == screened["survivors"][0] and validated["decision"] == "valid"
     result = json.loads((out / "result.json").read_text())
     assert "mutant shelf/core.py:23 term_dropped" in result["message"]
@@ -57,7 +53,7 @@ def test_without_the_switch_no_mutant_is_tried(scripted: Start, tmp_path: Path) 
     server = scripted([{"content": "```python\ndef total(self):\n    return 0\n```"}])
     out = tmp_path / "run"
     agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=False)
-    assert events(out, "mutation") == [] and len(server.requests) == 1
+    assert stage_events(out, "mutation") == [] and len(server.requests) == 1
 
 
 def test_several_passing_mutants_ask_the_model_and_its_votes_settle_them(scripted: Start, tmp_path: Path) -> None:
@@ -66,7 +62,7 @@ def test_several_passing_mutants_ask_the_model_and_its_votes_settle_them(scripte
     out = tmp_path / "run"
     options = {"samples": 1, "one_shot": True, "mutation": True, "top_k": 1}
     attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
-    screened, verdict = events(out, "mutation")
+    screened, verdict = stage_events(out, "mutation")
     assert len(screened["survivors"]) >= 2, screened  # `or` -> `and`, the condition negated, ...: no single fix
     assert verdict["decision"].startswith("not decisive: ")
     assert len(server.requests) == 1  # so the model was asked
@@ -85,7 +81,7 @@ def test_without_a_working_related_test_no_mutant_is_trusted(scripted: Start, tm
     server = scripted([{"content": "```python\ndef total(self):\n    return 0\n```"}])
     out = tmp_path / "run"
     agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, samples=1, one_shot=True, mutation=True)
-    assert [e["decision"] for e in events(out, "mutation")] == ["no related test passes on the original"]
+    assert [e["decision"] for e in stage_events(out, "mutation")] == ["no related test passes on the original"]
     assert len(server.requests) == 1
 
 
@@ -97,8 +93,8 @@ def test_a_model_written_reproduction_test_never_screens_mutants(scripted: Start
     out = tmp_path / "run"
     prose = "Shelf.total in shelf/core.py is one more than the sum of the slots."
     agentless(repo, prose, server.base_url, out, samples=1, one_shot=True, mutation=True)
-    assert [e["decision"] for e in events(out, "reproduce")] == ["kept"]
-    assert [e["decision"] for e in events(out, "mutation")] == ["nothing from the issue could tell a fix"]
+    assert [e["decision"] for e in stage_events(out, "reproduce")] == ["kept"]
+    assert [e["decision"] for e in stage_events(out, "mutation")] == ["nothing from the issue could tell a fix"]
 
 
 LOOP_SOURCE = """def steps(n):
@@ -187,7 +183,7 @@ def test_a_given_failing_test_screens_only_the_lines_it_ran(scripted: Start, cal
     attempt = solve(Task(repo=calc_repo, issue=CALC_ISSUE, failing_test="tests/test_calc.py::test_add"), config)
     assert attempt.exit_status == "validated" and "+    return a + b\n" in attempt.patch, stages(out)
     assert server.requests == []
-    (screened,) = events(out, "mutation")
+    (screened,) = stage_events(out, "mutation")
     assert screened["evidence"] == ["failing_test"]
     lines = {int(s.split(" ")[0].split(":")[1]) for s in screened["survivors"]}
     assert lines == {6} and screened["generated"] == 2  # `return a - b` changed or deleted; not mul's `a * b`
