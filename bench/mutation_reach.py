@@ -95,19 +95,32 @@ def dump(text: str) -> str | None:
 
 
 def reach(change: Change) -> str | None:
-    """The operator of a mutant of `change.old` whose tree is `change.new`'s, or None."""
+    """The operator of a mutant of `change.old` whose tree is `change.new`'s, or None. Names the new block uses are
+    taken as bound (the file around a block binds its names; a swap is only made to a bound name)."""
     for before, after, text in wrapped(change.old):
         body = textwrap.dedent(change.new)
-        target = dump(before + (textwrap.indent(body, "    ") if before.endswith(":\n") else body) + after)
-        if target is None and not change.new.strip():
-            target = dump(before + "pass" + after) if before.endswith(":\n") else dump(before + after)
+        target_text = before + (textwrap.indent(body, "    ") if before.endswith(":\n") else body) + after
+        if not change.new.strip():
+            target_text = before + "pass" + after if before.endswith(":\n") else before + after
+        names = bound_in(target_text)
+        target = dump(names + target_text)
         if target is None:
             continue
-        lines = text.count("\n") + 1
-        for mutant in mutants(text + "\n", change.path, [(1, lines)]):
-            if dump(mutant.apply((text + "\n").encode()).decode()) == target:
+        source = names + text + "\n"
+        lines = source.count("\n") + 1
+        for mutant in mutants(source, change.path, [(names.count("\n") + 1, lines)]):
+            if dump(mutant.apply(source.encode()).decode()) == target:
                 return mutant.operator
     return None
+
+
+def bound_in(text: str) -> str:
+    """A first line naming every identifier of `text` (`a; b`), or '' when it does not parse."""
+    try:
+        found = sorted({n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)})
+    except SyntaxError:
+        return ""
+    return "; ".join(found) + "\n" if found else ""
 
 
 def has_snippet(issue: str) -> bool:
