@@ -12,7 +12,7 @@ from snaffle.agentless import mutation
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.evidence import TestEvidence
 from snaffle.agentless.mutants import mutants
-from snaffle.agentless.pipeline import decisive, seconded
+from snaffle.agentless.mutation import decisive, seconded
 from snaffle.agentless.validate import CandidatePatch
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer

@@ -1,5 +1,6 @@
 """Zero-token repair: each one-point mutant of the localized code (agentless/mutants.py) is tried on one scratch copy
-against the evidence that reproduced the issue; those that pass all of it go on to full validation as candidates.
+against the evidence that reproduced the issue; those that pass all of it go on to full validation as candidates,
+and decide the run only when nothing else could (`decisive`).
 
 The evidence is asked first of the unmutated copy: what does not fail there cannot judge a mutant, and its time
 there bounds each mutant's run (a mutant that loops is stopped at `timeout_factor` times that). Only the issue's own
@@ -20,6 +21,8 @@ from pathlib import Path
 from snaffle import data
 from snaffle.agentless.evidence import Evidence
 from snaffle.agentless.mutants import DATA_FILE, Mutant, mutants
+from snaffle.agentless.sampling import validated_choice
+from snaffle.agentless.validate import CandidatePatch, evidence_rank
 from snaffle.index.parse import Entity
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
@@ -162,3 +165,32 @@ def trial(
 def write(file: Path, content: bytes, stamp: int) -> None:
     file.write_bytes(content)
     os.utime(file, (stamp, stamp))
+
+
+def decisive(found: Sequence[CandidatePatch]) -> bool:
+    """The chosen mutant is `validated`, whole, and no mutant of another behaviour has evidence as good (what the
+    tests and snippets say of it: left failing, passing, related tests fixed); a tie is for the model's samples to
+    settle. Whole: a mutant that fixes some of the related tests failing on the original but leaves others failing is
+    a part of a fix (measured: one of two swapped `return`s fixed 5 of 11 such tests and passed the snippet)."""
+    chosen = validated_choice(found)
+    if chosen is None or (chosen.fixed and chosen.unfixed):
+        return False
+    rivals = [m for m in found if m.valid and m.key != chosen.key]
+    return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
+
+
+def undecided(found: Sequence[CandidatePatch], stopped: str) -> str:
+    """Why the survivors did not decide: the screening stopped early, the best is part of a fix, or a tie."""
+    if stopped:
+        return f"screening stopped early ({stopped})"
+    chosen = validated_choice(found)
+    if chosen is not None and chosen.fixed and chosen.unfixed:
+        return f"the best mutant fixes {chosen.fixed} of the related tests failing on the original, not all"
+    return "no one behaviour has the best evidence" if chosen is not None else "none is validated"
+
+
+def seconded(found: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:
+    """The valid mutants whose behaviour a valid sample of the model's also has: a second vote for it. A mutant
+    no sample agrees with is not a candidate once the screening was not decisive."""
+    keys = {c.key for c in samples if c.valid}
+    return [m for m in found if m.valid and m.key in keys]

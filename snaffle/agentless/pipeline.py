@@ -25,7 +25,7 @@ from snaffle.agentless.facts import ExecutionFacts
 from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.repair import RepairContext, repair_sample
-from snaffle.agentless.sampling import SamplingPlan, validated_choice
+from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import Spectrum, spectrum
 from snaffle.agentless.validate import (
     CandidatePatch,
@@ -33,7 +33,6 @@ from snaffle.agentless.validate import (
     changed_lines,
     ending,
     evidence_named,
-    evidence_rank,
     normalized_key,
     related_tests,
     run_tests,
@@ -70,35 +69,6 @@ class LockedSink:
 
     def tagged(self, sample: int) -> LockedSink:
         return LockedSink(self.sink, self.lock, sample)
-
-
-def decisive(mutants: Sequence[CandidatePatch]) -> bool:
-    """The chosen mutant is `validated`, whole, and no mutant of another behaviour has evidence as good (what the
-    tests and snippets say of it: left failing, passing, related tests fixed); a tie is for the model's samples to
-    settle. Whole: a mutant that fixes some of the related tests failing on the original but leaves others failing is
-    a part of a fix (measured: one of two swapped `return`s fixed 5 of 11 such tests and passed the snippet)."""
-    chosen = validated_choice(mutants)
-    if chosen is None or (chosen.fixed and chosen.unfixed):
-        return False
-    rivals = [m for m in mutants if m.valid and m.key != chosen.key]
-    return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
-
-
-def undecided(mutants: Sequence[CandidatePatch], stopped: str) -> str:
-    """Why the survivors did not decide: the screening stopped early, the best is part of a fix, or a tie."""
-    if stopped:
-        return f"screening stopped early ({stopped})"
-    chosen = validated_choice(mutants)
-    if chosen is not None and chosen.fixed and chosen.unfixed:
-        return f"the best mutant fixes {chosen.fixed} of the related tests failing on the original, not all"
-    return "no one behaviour has the best evidence" if chosen is not None else "none is validated"
-
-
-def seconded(mutants: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:
-    """The valid mutants whose behaviour a valid sample of the model's also has: a second vote for it. A mutant
-    no sample agrees with is not a candidate once the screening was not decisive."""
-    keys = {c.key for c in samples if c.valid}
-    return [m for m in mutants if m.valid and m.key in keys]
 
 
 class Pipeline:
@@ -181,7 +151,7 @@ class Pipeline:
         if decided:
             return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
         samples = self.repair(context)
-        return self.finish(samples + seconded(mutated, samples))
+        return self.finish(samples + mutation.seconded(mutated, samples))
 
     def mutation(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
         """One-point mutants of the top localized entities, screened against the issue's own evidence on a scratch
@@ -203,12 +173,10 @@ class Pipeline:
         report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
         self.stage("mutation", report.decision(), **report.fields())
         first = max(self.config.samples, self.config.max_samples)
-        found = [
-            replace(self.validate(first + i, s.patch, s.mutant.describe()), origin=f"mutant {s.mutant.describe()}")
-            for i, s in enumerate(report.survivors)
-        ]
-        if report.survivors and (report.stopped or not decisive(found)):
-            self.stage("mutation", f"not decisive: {undecided(found, report.stopped)}; the model's samples decide")
+        found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
+        if report.survivors and (report.stopped or not mutation.decisive(found)):
+            why = mutation.undecided(found, report.stopped)
+            self.stage("mutation", f"not decisive: {why}; the model's samples decide")
             return found, False
         return found, bool(found)
 
@@ -410,7 +378,7 @@ class Pipeline:
     def validate(self, number: int, patch: str, mutant: str = "") -> CandidatePatch:
         """Apply to a clean copy; related tests that passed before must pass, the given failing test must pass;
         the evidence that reproduced the issue (the reproduction test, snippets) and tests that newly pass rank the
-        survivors."""
+        survivors. `mutant` describes a mutant's patch (agentless/mutation.py); '' for a sample's."""
         clone = self.workspace.clone(self.scratch / f"validate-{number}")
         unpatched = normalized_key(clone, patch)
         clone.apply(patch)
@@ -439,6 +407,7 @@ class Pipeline:
             evidence_named(*found, passed=False),
             evidence_named(*found, passed=True),
             len(self.before.asserted - after.passed) if worth_testing else 0,
+            f"mutant {mutant}" if mutant else "",
         )
         self.validate_stage(candidate, judged, mutant)
         return candidate
