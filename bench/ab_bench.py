@@ -306,9 +306,7 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     """Copy the planted repo, run the variant on it, judge the result with the hidden test."""
     pristine = pristine_repo(task, bench.cache)
     base, kept = bench.work / "current" / task.id, bench.work / variant.label / task.id
-    shutil.rmtree(base, ignore_errors=True)
-    repo = base / "repo"
-    shutil.copytree(pristine, repo, symlinks=True)
+    repo = working_copy(pristine, base)
     failed_before = fails_when_planted(task, pristine)
     failing_test = give_test(task, repo) if bench.given_test else None
     started = time.monotonic()
@@ -323,8 +321,7 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
         "status": status,
         "error": error,
         "failed_before": failed_before,
-        "resolved": failed_before
-        and judge(task, judged_tree(repo, base / "run" / "patch.diff", base / "judged"), base / "judge-after"),
+        "resolved": failed_before and judge_patched(task, repo, base),
         "wall_s": round(wall, 1),
         "time_s": round(wall + stats.replayed_s, 1),
         **stats.as_row(),
@@ -336,6 +333,19 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(base, kept)
     return row
+
+
+def working_copy(pristine: Path, base: Path) -> Path:
+    """A fresh copy of a task's planted repository at `base/repo` (whatever `base` held before is removed)."""
+    shutil.rmtree(base, ignore_errors=True)
+    repo = base / "repo"
+    shutil.copytree(pristine, repo, symlinks=True)
+    return repo
+
+
+def judge_patched(task: BenchTask, repo: Path, base: Path) -> bool:
+    """The hidden test on `repo` with the run's `base/run/patch.diff` applied to a copy of it."""
+    return judge(task, judged_tree(repo, base / "run" / "patch.diff", base / "judged"), base / "judge-after")
 
 
 def judged_tree(repo: Path, patch: Path, into: Path) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -37,9 +36,7 @@ NO_EDIT = {"content": "I could not find the bug.", "repeat": 1000}
 def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str) -> dict[str, Any]:
     pristine = ab.pristine_repo(task, cache)
     base = work / task.id
-    shutil.rmtree(base, ignore_errors=True)
-    repo = base / "repo"
-    shutil.copytree(pristine, repo, symlinks=True)
+    repo = ab.working_copy(pristine, base)
     pipeline = PipelineConfig(samples=1, one_shot=True, mutation=True, reproduce=False)
     config = SolveConfig(
         "agentless",
@@ -54,20 +51,19 @@ def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str) -> dict[str,
     seconds = time.monotonic() - started
     trajectory = read_trajectory(base / "run" / "trajectory.jsonl")
     stages = [e for e in trajectory.of_type("stage") if e["stage"] == "mutation"]
+    screened = next((s for s in stages if "tried" in s), {})  # the screening's own line (the other says why not)
     exit_event = list(trajectory.of_type("exit"))[-1]
     by_mutant = "(mutant " in str(exit_event.get("message", ""))
-    failed_before = ab.fails_when_planted(task, pristine)
-    judged = ab.judged_tree(repo, base / "run" / "patch.diff", base / "judged")
-    right = failed_before and ab.judge(task, judged, base / "judge")
+    right = ab.fails_when_planted(task, pristine) and ab.judge_patched(task, repo, base)
     return {
         "task": task.id,
         "split": task.split,
         "status": attempt.exit_status,
         "mutation": outcome(stages),
-        "generated": next((int(s.get("generated", 0)) for s in stages if "generated" in s), 0),
-        "tried": next((int(s.get("tried", 0)) for s in stages if "tried" in s), 0),
-        "survivors": next((list(s.get("survivors", [])) for s in stages if "survivors" in s), []),
-        "screen_s": next((float(s.get("seconds", 0.0)) for s in stages if "seconds" in s), 0.0),
+        "generated": int(screened.get("generated", 0)),
+        "tried": int(screened.get("tried", 0)),
+        "survivors": list(screened.get("survivors", [])),
+        "screen_s": float(screened.get("seconds", 0.0)),
         "by_mutant": by_mutant,
         "right": bool(right and by_mutant),
         "wall_s": round(seconds, 1),

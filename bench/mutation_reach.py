@@ -75,11 +75,16 @@ def changes(patch: str) -> list[Change]:
     return [c for c in found if c.path.endswith(".py") and not is_test_file(c.path)]
 
 
+def wrap(before: str, block: str, after: str) -> str:
+    """The dedented block between `before` and `after`, indented under a `before` that opens a suite."""
+    body = textwrap.dedent(block)
+    return before + (textwrap.indent(body, "    ") if before.endswith(":\n") else body) + after
+
+
 def wrapped(block: str) -> Iterator[tuple[str, str, str]]:
     """(before, after, text) for each wrapper under which the dedented block parses."""
-    body = textwrap.dedent(block)
     for before, after in WRAPPERS:
-        text = before + (textwrap.indent(body, "    ") if before.endswith(":\n") else body) + after
+        text = wrap(before, block, after)
         try:
             ast.parse(text)
         except SyntaxError:
@@ -98,8 +103,7 @@ def reach(change: Change) -> str | None:
     """The operator of a mutant of `change.old` whose tree is `change.new`'s, or None. Names the new block uses are
     taken as bound (the file around a block binds its names; a swap is only made to a bound name)."""
     for before, after, text in wrapped(change.old):
-        body = textwrap.dedent(change.new)
-        target_text = before + (textwrap.indent(body, "    ") if before.endswith(":\n") else body) + after
+        target_text = wrap(before, change.new, after)
         if not change.new.strip():
             target_text = before + "pass" + after if before.endswith(":\n") else before + after
         names = bound_in(target_text)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from snaffle.testing import ScriptedServer
+from snaffle.trajectory import read_trajectory
+from snaffle.types import Event
 
 Start = Callable[[list[dict[str, Any]]], ScriptedServer]
 """The `scripted` fixture: starts a scripted model server, stopped at the end of the test."""
@@ -133,3 +135,8 @@ def tiny_wheel(directory: Path) -> Path:
             wheel.writestr(member, text)
         wheel.writestr(f"{dist}/RECORD", "".join(f"{m},,\n" for m in [*files, f"{dist}/RECORD"]))
     return path
+
+
+def stage_events(out: Path, name: str) -> list[Event]:
+    """The `stage` events named `name` of the run whose directory is `out`, in order."""
+    return [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == name]

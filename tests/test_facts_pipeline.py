@@ -10,9 +10,8 @@ from typing import Any
 from snaffle.agentless.config import PipelineConfig, switch_defaults
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
-from snaffle.trajectory import read_trajectory
-from snaffle.types import Attempt, Event, Limits, Task
-from tests.helpers import Start, make_repo
+from snaffle.types import Attempt, Limits, Task
+from tests.helpers import Start, make_repo, stage_events
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES
 
 DONE = {"content": "DONE"}
@@ -30,10 +29,6 @@ def run(repo: Path, issue: str, url: str, out: Path, **switches: bool) -> Attemp
         "agentless", ModelConfig(url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
     return solve(Task(repo=repo, issue=issue), config)
-
-
-def stage_events(out: Path, name: str) -> list[Event]:
-    return [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == name]
 
 
 def test_the_snippet_localizes_and_its_evidence_picks_the_fix_over_a_cosmetic_patch(

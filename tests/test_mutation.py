@@ -19,9 +19,8 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
 from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
-from tests.helpers import CALC_ISSUE, Start, make_repo
+from tests.helpers import CALC_ISSUE, Start, make_repo, stage_events
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
-from tests.test_facts_pipeline import stage_events
 from tests.test_pipeline import agentless, stages
 
 FIX = '        if key in self.frozen:\n            raise ValueError(f"slot {key!r} is frozen")'
@@ -147,27 +146,28 @@ def test_evidence_that_passes_unmutated_screens_nothing(tmp_path: Path) -> None:
     assert report.tried == 0 and report.stopped == "no evidence fails on the original"
 
 
-def test_a_mutant_is_decisive_only_when_its_evidence_beats_every_other_behaviour() -> None:
-    def mutant(sample: int, key: str, fixed: int, passed: tuple[str, ...] = ("snippet 1",)) -> CandidatePatch:
-        patch = "--- a/m.py\n+++ b/m.py\n-x\n+y\n"
-        return CandidatePatch(sample, patch, key, 2, (), None, bool(passed) or None, fixed, passed=passed)
+def candidate(
+    sample: int, key: str, fixed: int = 0, passed: tuple[str, ...] = ("snippet 1",), valid: bool = True
+) -> CandidatePatch:
+    """A validated record as `Pipeline.validate` makes it: what passed, what it fixed, a regression if not valid."""
+    regressions = () if valid else ("tests/test_m.py::test_x",)
+    patch = "--- a/m.py\n+++ b/m.py\n-x\n+y\n"
+    return CandidatePatch(sample, patch, key, 2, regressions, None, bool(passed) or None, fixed, passed=passed)
 
-    right, lucky = mutant(6, "a", fixed=2), mutant(7, "b", fixed=0)
+
+def test_a_mutant_is_decisive_only_when_its_evidence_beats_every_other_behaviour() -> None:
+    right, lucky = candidate(6, "a", fixed=2), candidate(7, "b", fixed=0)
     assert decisive([right, lucky])  # the toolz-tail shape: both pass the snippet, one also fixes related tests
-    assert not decisive([mutant(6, "a", 0), mutant(7, "b", 0)])  # a tie: the samples' votes settle it
-    assert decisive([mutant(6, "a", 0), mutant(7, "a", 0)])  # two spellings of one behaviour
-    assert not decisive([mutant(6, "a", 0, passed=())])  # not validated: nothing shows the fix
+    assert not decisive([candidate(6, "a", 0), candidate(7, "b", 0)])  # a tie: the samples' votes settle it
+    assert decisive([candidate(6, "a", 0), candidate(7, "a", 0)])  # two spellings of one behaviour
+    assert not decisive([candidate(6, "a", 0, passed=())])  # not validated: nothing shows the fix
     assert not decisive([])
-    partial = replace(mutant(6, "a", fixed=5), unfixed=6)  # semver: one of two swapped returns
-    assert not decisive([partial, mutant(7, "b", 0)])
-    assert decisive([replace(mutant(6, "a", fixed=9), unfixed=0), mutant(7, "b", 0)])
+    partial = replace(candidate(6, "a", fixed=5), unfixed=6)  # semver: one of two swapped returns
+    assert not decisive([partial, candidate(7, "b", 0)])
+    assert decisive([replace(candidate(6, "a", fixed=9), unfixed=0), candidate(7, "b", 0)])
 
 
 def test_after_a_tie_only_the_mutants_a_sample_agrees_with_are_candidates() -> None:
-    def candidate(sample: int, key: str, valid: bool = True) -> CandidatePatch:
-        regressions = () if valid else ("tests/test_m.py::test_x",)
-        return CandidatePatch(sample, "--- a/m.py\n+++ b/m.py\n-x\n+y\n", key, 2, regressions, None, True)
-
     mutants_found = [candidate(6, "a"), candidate(7, "b"), candidate(8, "c", valid=False)]
     samples = [candidate(0, "b"), candidate(1, "c"), candidate(2, "d", valid=False)]
     assert [m.sample for m in seconded(mutants_found, samples)] == [7]

@@ -19,7 +19,7 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass
+from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass, stage_events
 
 DONE = {"content": "DONE"}
 
@@ -379,9 +379,7 @@ def test_addopts_naming_a_missing_plugin_are_left_out_so_the_related_tests_run(s
     server = scripted([{"content": "```python\ndef add(a, b):\n    return a + b\n```"}])
     out = tmp_path / "run"
     attempt = agentless(repo, CALC_ISSUE, server.base_url, out, samples=1, one_shot=True, reproduce=False)
-    (before,) = [
-        e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "regression_baseline"
-    ]
+    (before,) = stage_events(out, "regression_baseline")
     assert before["decision"] == "1 passing tests in 1 related files" and before["addopts_dropped"] is True
-    (validated,) = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
+    (validated,) = stage_events(out, "validate")
     assert validated["fixed"] == 1 and attempt.exit_status == "validated"  # test_add, failing before, passes now

@@ -13,7 +13,7 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -265,11 +265,16 @@ class ExecutionFacts:
 
     def executed(self) -> dict[str, frozenset[int]]:
         """Per repo-relative file, the lines the reproducing snippets ran (empty without coverage)."""
-        lines: dict[str, frozenset[int]] = {}
-        for run in self.reproducing:
-            for path, ran in run.seen.executed.items():
-                lines[path] = lines.get(path, frozenset()) | ran
-        return lines
+        return merged_lines(run.seen.executed for run in self.reproducing)
+
+
+def merged_lines(parts: Iterable[Mapping[str, frozenset[int]]]) -> dict[str, frozenset[int]]:
+    """Per file, the union of the lines each part says ran."""
+    lines: dict[str, frozenset[int]] = {}
+    for part in parts:
+        for path, ran in part.items():
+            lines[path] = lines.get(path, frozenset()) | ran
+    return lines
 
 
 def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | None = None) -> ExecutionFacts:

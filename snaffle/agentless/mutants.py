@@ -32,19 +32,10 @@ class Operators:
     """Integer constants above this are not stepped (a port number or a mask is not off by one)."""
 
     def partner(self, word: str) -> str | None:
-        return _partner(self.pairs, word)
+        return next((b if a == word else a for a, b in self.pairs if word in (a, b)), None)
 
     def siblings(self, name: str) -> list[str]:
         return [b if a == name else a for a, b in self.exceptions if name in (a, b)]
-
-
-def _partner(pairs: Sequence[tuple[str, str]], word: str) -> str | None:
-    for a, b in pairs:
-        if word == a:
-            return b
-        if word == b:
-            return a
-    return None
 
 
 @cache
@@ -119,6 +110,45 @@ Change = tuple[int, int, str, str]
 """start, end, replacement, operator."""
 
 
+class FileMutants:
+    """One file parsed once: the mutants within any of its line ranges, none twice however the ranges overlap (a
+    method lies inside its class)."""
+
+    def __init__(self, text: str, path: str, table: Operators | None = None) -> None:
+        self.path, self.source, self.table = path, Source(text), table or operators()
+        self.seen: set[bytes] = set()
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            self.nodes: list[ast.AST] = []
+            return
+        self.names = bound_names(tree)
+        self.terms = frozenset(id(n.right) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and _small_int(n.right))
+        positioned = [n for n in ast.walk(tree) if getattr(n, "end_lineno", None) is not None]
+        self.nodes = sorted(positioned, key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+
+    def within(self, first: int, last: int, lines: Collection[int] | None = None) -> list[Mutant]:
+        """The mutants of nodes inside lines first..last (1-based, inclusive) whose own lines meet `lines` (None:
+        any), in source order, each still valid Python and not made before by this file."""
+        found = []
+        for node in self.nodes:
+            start, end = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+            if (
+                start < first
+                or end > last
+                or (lines is not None and not any(n in lines for n in range(start, end + 1)))
+            ):
+                continue
+            for begin, stop, after, operator in _changes(node, self.source, self.table, self.names, self.terms):
+                line = self.source.data.count(b"\n", 0, begin) + 1
+                mutant = Mutant(self.path, line, operator, begin, stop, self.source.text(begin, stop), after)
+                result = mutant.apply(self.source.data)
+                if result not in self.seen and _parses(result):
+                    self.seen.add(result)
+                    found.append(mutant)
+        return found
+
+
 def mutants(
     text: str,
     path: str,
@@ -128,25 +158,8 @@ def mutants(
 ) -> list[Mutant]:
     """Every one-point mutant of the code in `spans` (1-based inclusive line ranges, in the order to try them) whose
     statement touches one of `lines` (None: every line), each still valid Python, none twice."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    source, table = Source(text), table or operators()
-    names = bound_names(tree)
-    terms = frozenset(id(n.right) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and _small_int(n.right))
-    found: list[Mutant] = []
-    seen: set[bytes] = set()
-    for first, last in spans:
-        for node in _nodes_in(tree, first, last, lines):
-            for start, end, after, operator in _changes(node, source, table, names, terms):
-                line = source.data.count(b"\n", 0, start) + 1
-                mutant = Mutant(path, line, operator, start, end, source.text(start, end), after)
-                result = mutant.apply(source.data)
-                if result not in seen and _parses(result):
-                    seen.add(result)
-                    found.append(mutant)
-    return found
+    file = FileMutants(text, path, table)
+    return [mutant for first, last in spans for mutant in file.within(first, last, lines)]
 
 
 def _parses(data: bytes) -> bool:
@@ -155,19 +168,6 @@ def _parses(data: bytes) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
-
-
-def _nodes_in(tree: ast.AST, first: int, last: int, lines: Collection[int] | None) -> Iterator[ast.AST]:
-    """Nodes inside lines first..last whose own lines meet `lines`, in source order."""
-    chosen = []
-    for node in ast.walk(tree):
-        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        if start is None or end is None or start < first or end > last:
-            continue
-        if lines is None or any(n in lines for n in range(start, end + 1)):
-            chosen.append(node)
-    chosen.sort(key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
-    return iter(chosen)
 
 
 def bound_names(tree: ast.AST) -> frozenset[str]:

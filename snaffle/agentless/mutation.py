@@ -20,7 +20,7 @@ from pathlib import Path
 
 from snaffle import data
 from snaffle.agentless.evidence import Evidence
-from snaffle.agentless.mutants import DATA_FILE, Mutant, mutants
+from snaffle.agentless.mutants import DATA_FILE, FileMutants, Mutant
 from snaffle.agentless.sampling import validated_choice
 from snaffle.agentless.validate import CandidatePatch, evidence_rank
 from snaffle.index.parse import Entity
@@ -83,25 +83,24 @@ class Report:
 def plan(
     entities: Sequence[Entity], sources: Callable[[str], bytes], executed: Mapping[str, Collection[int]] | None
 ) -> list[Mutant]:
-    """The mutants of `entities` (in their order), each entity's lines limited to those the evidence ran (plus its
-    signature, whose defaults run at the call) when `executed` says which lines ran; every line otherwise."""
+    """The mutants of `entities` (in their order; each file parsed once), each entity's lines limited to those the
+    evidence ran (plus its signature, whose defaults run at the call) when `executed` says which lines ran; every
+    line otherwise."""
+    files: dict[str, FileMutants | None] = {}
     found: list[Mutant] = []
-    seen: set[tuple[str, int, int, str]] = set()
     for entity in entities:
-        span = (entity.start_line + 1, entity.end_line + 1)  # Entity lines are 0-based
+        if entity.path not in files:
+            try:
+                files[entity.path] = FileMutants(sources(entity.path).decode("utf-8"), entity.path)
+            except UnicodeDecodeError:
+                files[entity.path] = None  # byte offsets of a file that is not UTF-8 would not be Python's
+        file = files[entity.path]
         lines: set[int] | None = None
         if executed is not None:
             lines = set(executed.get(entity.path, ()))
             lines |= set(range(entity.start_line + 1, entity.body_start_line + 1))
-        try:
-            text = sources(entity.path).decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # byte offsets of a file that is not UTF-8 would not be Python's
-        for mutant in mutants(text, entity.path, [span], lines):
-            key = (mutant.path, mutant.start, mutant.end, mutant.after)
-            if key not in seen:  # a method is inside its class: the same change once
-                seen.add(key)
-                found.append(mutant)
+        if file is not None:
+            found += file.within(entity.start_line + 1, entity.end_line + 1, lines)  # Entity lines are 0-based
     return found
 
 
@@ -168,25 +167,26 @@ def write(file: Path, content: bytes, stamp: int) -> None:
 
 
 def decisive(found: Sequence[CandidatePatch]) -> bool:
-    """The chosen mutant is `validated`, whole, and no mutant of another behaviour has evidence as good (what the
-    tests and snippets say of it: left failing, passing, related tests fixed); a tie is for the model's samples to
-    settle. Whole: a mutant that fixes some of the related tests failing on the original but leaves others failing is
-    a part of a fix (measured: one of two swapped `return`s fixed 5 of 11 such tests and passed the snippet)."""
-    chosen = validated_choice(found)
-    if chosen is None or (chosen.fixed and chosen.unfixed):
-        return False
-    rivals = [m for m in found if m.valid and m.key != chosen.key]
-    return not any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals)
+    """The survivors of a finished screening end the repair (see `indecision`)."""
+    return not indecision(found, "")
 
 
-def undecided(found: Sequence[CandidatePatch], stopped: str) -> str:
-    """Why the survivors did not decide: the screening stopped early, the best is part of a fix, or a tie."""
+def indecision(found: Sequence[CandidatePatch], stopped: str) -> str:
+    """Why the survivors cannot end the repair, '' when they can: the screening stopped early; none is
+    `validated`; the best is part of a fix (it fixes some related tests failing on the original and leaves others
+    failing: measured, one of two swapped `return`s fixed 5 of 11 and passed the snippet); or a mutant of another
+    behaviour has evidence as good (left failing, passing, related tests fixed), a tie for the model's samples."""
     if stopped:
         return f"screening stopped early ({stopped})"
     chosen = validated_choice(found)
-    if chosen is not None and chosen.fixed and chosen.unfixed:
+    if chosen is None:
+        return "none is validated"
+    if chosen.fixed and chosen.unfixed:
         return f"the best mutant fixes {chosen.fixed} of the related tests failing on the original, not all"
-    return "no one behaviour has the best evidence" if chosen is not None else "none is validated"
+    rivals = [m for m in found if m.valid and m.key != chosen.key]
+    if any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals):
+        return "no one behaviour has the best evidence"
+    return ""
 
 
 def seconded(found: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:

@@ -117,13 +117,7 @@ class Pipeline:
             parts.append(self.facts.executed())
         if self.task.failing_test:
             parts.append(self.spectrum.failing_lines if self.spectrum is not None else {})
-        if not parts or not all(parts):
-            return None
-        merged: dict[str, frozenset[int]] = {}
-        for part in parts:
-            for path, ran in part.items():
-                merged[path] = merged.get(path, frozenset()) | ran
-        return merged
+        return snippet_facts.merged_lines(parts) if parts and all(parts) else None
 
     @property
     def deadline(self) -> float | None:
@@ -174,8 +168,7 @@ class Pipeline:
         self.stage("mutation", report.decision(), **report.fields())
         first = max(self.config.samples, self.config.max_samples)
         found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
-        if report.survivors and (report.stopped or not mutation.decisive(found)):
-            why = mutation.undecided(found, report.stopped)
+        if found and (why := mutation.indecision(found, report.stopped)):
             self.stage("mutation", f"not decisive: {why}; the model's samples decide")
             return found, False
         return found, bool(found)
@@ -249,8 +242,7 @@ class Pipeline:
         this environment lacks: `--cov=...` with no pytest-cov is a usage error, and no test runs). If tests run
         then, every later pytest run of this run leaves them out too (PYTEST_ADDOPTS, in the sandbox's env)."""
         relaxed = replace(self.sandbox, env={**self.sandbox.env, **baseline.NO_ADDOPTS})
-        again = run_tests(self.workspace, relaxed, self.related)
-        self.test_runs += 1
+        again = self.run_tests(self.workspace, self.related, sandbox=relaxed)
         if not baseline.works(again):
             return False
         self.sandbox, self.before = relaxed, again
@@ -464,10 +456,12 @@ class Pipeline:
 
         return log
 
-    def run_tests(self, workspace: Workspace, targets: list[str], extra: list[str] | None = None) -> TestOutcomes:
+    def run_tests(
+        self, workspace: Workspace, targets: list[str], extra: list[str] | None = None, sandbox: Sandbox | None = None
+    ) -> TestOutcomes:
         """Every test run the harness makes goes through here, so the next stage line can say how many it made."""
         self.test_runs += bool(targets or extra)
-        return run_tests(workspace, self.sandbox, targets, extra or [])
+        return run_tests(workspace, sandbox or self.sandbox, targets, extra or [])
 
     def stage(self, name: str, decision: str, **fields: object) -> None:
         runs, self.test_runs = self.test_runs, 0
