@@ -2,7 +2,7 @@
 
     python bench/ab_bench.py [--arms agentless-oneshot,minimal] [--tasks REGEX] [--limit N] [--model-size 1.5b]
     python bench/ab_bench.py --ablate NAME[,NAME…|all] [--arms agentless]   # with vs without each mechanism
-    python bench/ab_bench.py --edit-formats                        # one-shot rewrite | search_replace | auto
+    python bench/ab_bench.py --edit-formats [rewrite,line_diff]    # one-shot rewrite | search_replace | auto
     python bench/ab_bench.py --prompts bench/prompts/keep-docstrings  # the same arms with replaced prompt files
     python bench/ab_bench.py --report-only                         # the table from saved rows
 
@@ -58,7 +58,8 @@ ALIASES = {ONE_SHOT: AGENTLESS.name}
 """Bench arms that run a snaffle arm with other settings (one tool-less call per repair sample)."""
 ARMS = (*SNAFFLE_ARMS, *ALIASES, *EXTERNAL)
 DEFAULT_ARMS = f"{ONE_SHOT},{CONTROL}"
-EDIT_FORMATS = ("rewrite", "search_replace", "auto")
+EDIT_FORMATS = "rewrite,search_replace,auto"
+"""--edit-formats without a list: each one-shot form (line_diff is named when wanted)."""
 JUDGE_TIMEOUT_S = 120
 SPEED_PROMPT_WORDS = 420
 """About 1,000 tokens of prompt for the prefill measurement."""
@@ -438,8 +439,9 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if args.edit_formats:
         return [
-            Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f)) for f in EDIT_FORMATS
-        ], "oneshot-rewrite"
+            Variant(f"oneshot-{f}", ONE_SHOT, PipelineConfig(one_shot=True, edit_format=f))
+            for f in args.edit_formats.split(",")
+        ], f"oneshot-{args.edit_formats.split(',')[0]}"
     if args.execution:
         return [v for arm in arms for v in execution_variants(arm)], arms[0]
     if args.candidate:
@@ -708,7 +710,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"run each arm with all mechanisms and without each of these (comma-"
         f"separated, or all): {', '.join(MECHANISMS)}",
     )
-    parser.add_argument("--edit-formats", action="store_true", help="one-shot agentless with each edit format")
+    parser.add_argument(
+        "--edit-formats",
+        nargs="?",
+        const=EDIT_FORMATS,
+        metavar="F,F",
+        help=f"one-shot agentless with each of these edit formats, against the first (default: {EDIT_FORMATS})",
+    )
     parser.add_argument(
         "--execution",
         action="store_true",

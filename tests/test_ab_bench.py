@@ -128,6 +128,8 @@ def test_variants_for_ablation_pairs_each_arm(tmp_path: Path) -> None:
     formats, base = ab.variants_for(ab.parse_args(["--edit-formats"]))
     assert [v.pipeline.edit_format for v in formats] == ["rewrite", "search_replace", "auto"]
     assert all(v.pipeline.one_shot for v in formats) and base == "oneshot-rewrite"
+    named, base = ab.variants_for(ab.parse_args(["--edit-formats", "rewrite,line_diff"]))
+    assert [v.label for v in named] == ["oneshot-rewrite", "oneshot-line_diff"] and base == "oneshot-rewrite"
 
 
 def test_given_test_is_committed_next_to_the_import_root(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from snaffle.primitives.extract import (
     edit_format_for,
     is_unified_diff,
     isolate_definition,
+    line_diff_blocks,
     reindent,
     repair_table,
     repair_table_from,
@@ -43,6 +44,38 @@ def test_search_replace_with_selector_and_several_blocks() -> None:
     first, second = search_replace_blocks(answer)
     assert first.selector == "pkg/mod.py::Shelf.count" and second.selector is None
     assert (second.search, second.replace) == ("c\n", "d\n")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "```diff\n-        total = 0\n+        total = 1\n```\n",
+        "- `total = 0`\n+ `total = 1`\n",
+        "Here is the fix:\n\n```diff\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -2,2 +2,2 @@\n     def count(self):\n"
+        "-        total = 0\n+        total = 1\n         return total\n```\n- this list item is prose\n",
+    ],
+)
+def test_line_diff_forms_a_model_writes(answer: str) -> None:
+    (block,) = line_diff_blocks(answer)
+    assert block.selector is None
+    assert (block.search.strip(), block.replace.strip()) == ("total = 0", "total = 1")
+
+
+def test_line_diff_runs_make_one_block_each() -> None:
+    answer = "-a = 1\n-b = 2\n+ab = 3\n c = 4\n-d = 5\n+d = 6\n-e = 7\n+f = 8\n+e = 7\n"
+    blocks = line_diff_blocks(answer)
+    assert [(b.search, b.replace) for b in blocks] == [
+        ("a = 1\nb = 2\n", "ab = 3\n"),
+        ("d = 5\n", "d = 6\n"),
+        ("e = 7\n", "f = 8\ne = 7\n"),
+    ]
+
+
+def test_line_diff_without_a_line_to_replace_has_no_block() -> None:
+    assert line_diff_blocks("+import os\n+x = 1\n") == []
+    assert line_diff_blocks("no diff here") == []
+    (deletion,) = line_diff_blocks("```diff\n-    del cache[key]\n```")
+    assert deletion.replace == ""
 
 
 def test_reindent_recovers_stripped_indentation() -> None:

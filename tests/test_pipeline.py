@@ -253,6 +253,31 @@ def test_one_shot_search_replace_with_stripped_indentation_is_recovered(scripted
     assert "<<<<<<< SEARCH" in server.requests[0].body["messages"][0]["content"]
 
 
+def test_one_shot_line_diff_is_applied_where_its_removed_line_is(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "depot", NESTED_FILES)
+    issue = "`Store.Shelf.count('apple')` counts every item that is NOT an apple."
+    answer = (
+        "```diff\n- `return sum(1 for item in self.items if item != name)`\n"
+        "+ `return sum(1 for item in self.items if item == name)`\n```"
+    )
+    server = scripted([{"content": answer}, {"content": "```diff\n- return len(self.items)\n+ return 0\n```"}])
+    options = {"samples": 1, "reproduce": False, "one_shot": True, "edit_format": "line_diff"}
+    out = tmp_path / "run"
+    attempt = agentless(repo, issue, server.base_url, out, **options)
+    assert attempt.exit_status == "submitted", stages(out)
+    assert "+            return sum(1 for item in self.items if item == name)\n" in attempt.patch
+    [repair] = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "repair"]
+    assert repair["message"] == "applied 1 line change(s)"
+    prompt = server.requests[0].body["messages"][0]["content"]
+    assert "```diff block" in prompt and "# | How many units" in prompt
+    missing = agentless(repo, issue, server.base_url, tmp_path / "again", **options)
+    assert missing.exit_status == "no_valid_patch" and not missing.patch
+    [refused] = [
+        e for e in read_trajectory(tmp_path / "again" / "trajectory.jsonl").of_type("stage") if e["stage"] == "repair"
+    ]
+    assert refused["message"] == "the lines to replace match none of the candidate entities"
+
+
 def test_failing_test_drives_sbfl_stop_after_green_and_validation(
     calc_repo: Path, scripted: Start, tmp_path: Path
 ) -> None:

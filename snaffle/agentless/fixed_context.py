@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from snaffle import prompts
 from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.repair import ONE_SHOT_PROMPTS
 from snaffle.arms import AGENTLESS
 from snaffle.model import tokens
-from snaffle.primitives.extract import EDIT_FORMATS, repair_table
+from snaffle.primitives.extract import AUTO_FORMATS, repair_table
 
 
 def _template_tokens(name: str, **slots: str) -> int:
@@ -18,7 +19,7 @@ def one_shot_tokens(edit_format: str) -> int:
     """A one-shot repair prompt's instructions (search_replace's example block is task text, left out)."""
     if edit_format == "search_replace":
         return _template_tokens("oneshot_search_replace.md", example="")
-    return _template_tokens("oneshot_rewrite.md")
+    return _template_tokens(ONE_SHOT_PROMPTS[edit_format])
 
 
 def repair_tokens(config: PipelineConfig, model: str, protocol: str) -> int:
@@ -27,7 +28,7 @@ def repair_tokens(config: PipelineConfig, model: str, protocol: str) -> int:
     if not config.one_shot:
         return int(AGENTLESS.fixed_context(protocol)["fixed_context_tokens"])
     chosen = config.edit_format or repair_table().form_for(model).edit_format
-    formats = EDIT_FORMATS if chosen == "auto" else (chosen,)
+    formats = AUTO_FORMATS if chosen == "auto" else (chosen,)
     return min(one_shot_tokens(f) for f in formats)
 
 

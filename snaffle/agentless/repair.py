@@ -32,6 +32,7 @@ from snaffle.primitives.extract import (
     defining_blocks,
     edit_format_for,
     is_unified_diff,
+    line_diff_blocks,
     reindent,
     search_replace_blocks,
 )
@@ -211,7 +212,7 @@ def one_shot(
     the evidence still fails, up to `grounding.rounds` follow-up calls in the same conversation."""
     started = time.monotonic()
     edit_format = edit_format_for(model.name, context.lines[0] if context.lines else 0, config.edit_format)
-    if config.docstrings_apart and edit_format == "rewrite":
+    if config.docstrings_apart and edit_format in DOCSTRINGS_APART:
         context = context.docstrings_apart()
     messages: list[Message] = [{"role": "user", "content": one_shot_prompt(context, task, edit_format)}]
     try:
@@ -220,7 +221,7 @@ def one_shot(
         return Outcome(stop.status, stop.message, Usage(), 0, time.monotonic() - started)
     usage = reply.usage.with_dollars(pricer(model.name, reply.usage))
     sink.write(model_call_event(1, messages, 0, reply, usage, {**usage.as_dict(), "turns": 1}))
-    status, message = apply_answer(view, context, closed_fence(reply.content), sink, config.mechanisms)
+    status, message = apply_answer(view, context, closed_fence(reply.content), sink, config.mechanisms, edit_format)
     if reply.finish_reason == CUT:  # said as such: a cut answer is never silently taken for a failed one
         sink.write(gate_event(1, None, Answer.of(reply, (status, message)).gate(None)))
     if grounding.sandbox is None or not grounding.evidence or grounding.rounds < 1:
@@ -231,7 +232,7 @@ def one_shot(
         view.workspace,
         grounding.sandbox,
         grounding.follow_up or (lambda _reply: (model, None)),
-        lambda answer: apply_answer(view, context, answer, sink, config.mechanisms),
+        lambda answer: apply_answer(view, context, answer, sink, config.mechanisms, edit_format),
         context.names,
         (sink, pricer),
         grounding.rounds,
@@ -243,6 +244,16 @@ def one_shot(
     return Outcome(rounds.status, rounds.message, usage + rounds.usage, 1 + rounds.calls, time.monotonic() - started)
 
 
+ONE_SHOT_PROMPTS = {
+    "rewrite": "oneshot_rewrite.md",
+    "search_replace": "oneshot_search_replace.md",
+    "line_diff": "oneshot_line_diff.md",
+}
+"""The prompt of each one-shot answer form (snaffle/prompts)."""
+DOCSTRINGS_APART = ("rewrite", "line_diff")
+"""The forms whose context shows docstrings apart when `docstrings_apart` is on (a SEARCH block copies code)."""
+
+
 def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str:
     if edit_format == "search_replace":
         first = context.text.splitlines()[1] if len(context.text.splitlines()) > 1 else ""
@@ -250,22 +261,29 @@ def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str
         return prompts.render(
             prompts.load("oneshot_search_replace.md"), issue=task.issue.strip(), context=context.text, example=example
         )
-    return prompts.render(prompts.load("oneshot_rewrite.md"), issue=task.issue.strip(), context=context.text)
+    return prompts.render(prompts.load(ONE_SHOT_PROMPTS[edit_format]), issue=task.issue.strip(), context=context.text)
 
 
 def apply_answer(
-    view: RepoView, context: RepairContext, answer: str, sink: TrajectorySink, mechanisms: Mechanisms
+    view: RepoView,
+    context: RepairContext,
+    answer: str,
+    sink: TrajectorySink,
+    mechanisms: Mechanisms,
+    edit_format: str = "rewrite",
 ) -> tuple[str, str]:
-    """Apply the answer's SEARCH/REPLACE blocks, else its rewritten definition; report each gate decision and each
-    recovery as a gate line."""
+    """Apply the answer's SEARCH/REPLACE blocks (or, asked for `line_diff`, its `-`/`+` line changes), else its
+    rewritten definition; report each gate decision and each recovery as a gate line."""
     editor = EntityEditor(view, mechanisms)
-    blocks = search_replace_blocks(answer)
+    blocks, kind = search_replace_blocks(answer), "SEARCH/REPLACE block(s)"
+    if not blocks and edit_format == "line_diff":
+        blocks, kind = line_diff_blocks(answer), "line change(s)"
     gates: list[GateResult] = []
     try:
         if blocks:
             for block in blocks:
                 _apply_block(editor, view, context, block.selector, block.search, block.replace, gates)
-            return "submitted", f"applied {len(blocks)} SEARCH/REPLACE block(s)"
+            return "submitted", f"applied {len(blocks)} {kind}"
         found = defining_blocks(answer, context.names)
         if not found:
             reason = "a unified diff is not accepted" if is_unified_diff(answer) else "no edit found in the answer"
@@ -327,7 +345,8 @@ def _apply_block(
     replace: str,
     gates: list[GateResult],
 ) -> None:
-    """Apply one block to the named entity, or to the candidate whose text holds the search lines."""
+    """Apply one block (SEARCH/REPLACE, or a line change) to the named entity, or to the candidate whose text holds
+    the lines it replaces."""
     targets = [selector] if selector in context.selectors else list(context.selectors)
     for target in targets:
         entity = view.index.resolve(target)
@@ -340,7 +359,7 @@ def _apply_block(
             replace = _reindent_like(replace, search, fixed)
         _edit(editor, gates, target, search=fixed.rstrip("\n"), replace=replace.rstrip("\n"))
         return
-    raise ToolFailure("a SEARCH block matches none of the candidate entities")
+    raise ToolFailure("the lines to replace match none of the candidate entities")
 
 
 def _reindent_like(replace: str, search: str, fixed: str) -> str:

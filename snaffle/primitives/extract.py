@@ -1,4 +1,5 @@
-"""Edits out of free text, tolerantly and deterministically: SEARCH/REPLACE blocks and whole-definition rewrites."""
+"""Edits out of free text, tolerantly and deterministically: SEARCH/REPLACE blocks, `-`/`+` line changes and
+whole-definition rewrites."""
 
 from __future__ import annotations
 
@@ -21,9 +22,13 @@ FENCE_RE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 DEF_RE = r"^\s*(?:async\s+def|def|class)\s+{name}\b"
 ASSIGN_RE = r"^\s*{name}\s*(?::[^=\n]+)?=(?!=)"
 """`NAME = ...` or `NAME: T = ...`: the statement that (re)defines an assignment entity."""
-EDIT_FORMATS = ("rewrite", "search_replace")
+EDIT_FORMATS = ("rewrite", "search_replace", "line_diff")
+AUTO_FORMATS = ("rewrite", "search_replace")
+"""What `auto` picks from, by the entity's size."""
 EDIT_FORMAT_CHOICES = (*EDIT_FORMATS, "auto")
 """What `--edit-format` and snaffle/data/edit_formats.toml may say: `auto` picks by the entity's size."""
+DIFF_HEADERS = ("---", "+++", "@@", "```")
+"""Lines of a diff that are neither a removed nor an added line."""
 REPAIR_FILE = "edit_formats.toml"
 
 
@@ -40,6 +45,52 @@ def search_replace_blocks(answer: str) -> list[SearchReplace]:
     """Every SEARCH/REPLACE block, with marker lengths 5 to 9 and a missing final newline tolerated."""
     text = answer if answer.endswith("\n") else answer + "\n"
     return [SearchReplace(m["selector"], m["search"], m["replace"]) for m in SEARCH_REPLACE_RE.finditer(text)]
+
+
+def line_diff_blocks(answer: str) -> list[SearchReplace]:
+    """The `line_diff` answer form: each run of `-` lines and the `+` lines after it, as a block with no selector
+    (the lines name their place). Read from the fenced blocks that hold such lines, else from the whole answer (prose
+    around a bare diff); a unified diff's headers are skipped and its context lines end a run; a line quoted in
+    backticks (`- `x = 1``) is unquoted. A run of `+` lines with no `-` line before it names no place: left out."""
+    fenced = [b for b in FENCE_RE.findall(answer) if _diff_rows(b)]
+    text = "\n".join(fenced) if fenced else answer
+    blocks: list[SearchReplace] = []
+    removed: list[str] = []
+    added: list[str] = []
+    for row in [*_diff_rows(text, every=True), None]:
+        sign, line = row if row is not None else (" ", "")
+        if sign == "+" and removed:
+            added.append(line)
+            continue
+        if sign == "-" and not added:
+            removed.append(line)
+            continue
+        if removed:
+            blocks.append(SearchReplace(None, "\n".join(removed) + "\n", "\n".join(added) + ("\n" if added else "")))
+        removed, added = ([line], []) if sign == "-" else ([], [])
+    return blocks
+
+
+def _diff_rows(text: str, every: bool = False) -> list[tuple[str, str]]:
+    """(sign, line) for the text's `-` and `+` lines (with `every`, its other lines too, as sign " ")."""
+    rows = []
+    for raw in text.splitlines():
+        if raw.startswith(DIFF_HEADERS):
+            continue
+        sign = raw[:1]
+        if sign and sign in "-+":
+            rows.append((sign, _unquoted(raw[1:])))
+        elif every:
+            rows.append((" ", raw))
+    return rows
+
+
+def _unquoted(line: str) -> str:
+    """A line's code without the backticks a model quoted it in (`- `x = 1``); otherwise the line as it is."""
+    stripped = line.strip()
+    if len(stripped) > 2 and stripped.startswith("`") and stripped.endswith("`") and "`" not in stripped[1:-1]:
+        return stripped[1:-1]
+    return line
 
 
 def code_blocks(answer: str) -> list[str]:
@@ -176,11 +227,12 @@ def is_unified_diff(answer: str) -> bool:
 
 
 def edit_format_for(model: str, entity_lines: int, configured: str | None = None) -> str:
-    """`rewrite` or `search_replace` for this model and entity size, from snaffle/data/edit_formats.toml."""
+    """`rewrite`, `search_replace` or `line_diff` for this model and entity size, from
+    snaffle/data/edit_formats.toml."""
     table = repair_table()
     chosen = configured or table.form_for(model).edit_format
     if chosen == "auto":
-        return "rewrite" if entity_lines <= table.auto_max_lines else "search_replace"
+        return AUTO_FORMATS[0] if entity_lines <= table.auto_max_lines else AUTO_FORMATS[1]
     if chosen not in EDIT_FORMATS:
         raise ValueError(f"unknown edit format {chosen!r}; use one of {', '.join(EDIT_FORMAT_CHOICES)}")
     return chosen
