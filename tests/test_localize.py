@@ -170,7 +170,7 @@ def test_test_import_counts_imports_of_named_tests(index: RepoIndex) -> None:
 
 
 def test_bm25_signal_ranks_by_words(index: RepoIndex) -> None:
-    scores = Localizer(index).bm25(parse_issue("the parcel shipping cost by weight is too high"))
+    scores = Localizer(index).bm25(parse_issue("the parcel shipping cost by weight is too high").words)
     assert max(scores, key=scores.__getitem__).selector == "shop/shipping.py::shipping_cost"
 
 

@@ -106,6 +106,10 @@ class IssueFacts:
     """Names the issue's code assigns: the reporter's variables, not the library's."""
     bound: tuple[tuple[str, str], ...] = ()
     """(variable, the last name of the callable whose call the issue's code assigned to it): `a = FiniteSet(1)`."""
+    title_words: tuple[str, ...] = ()
+    """The query words of the issue's first line: its title, where the reporter names the bug in a sentence."""
+    title_identifiers: tuple[str, ...] = ()
+    """The identifiers above (code or prose) that the title says."""
 
 
 def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
@@ -121,6 +125,8 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
     prose = INLINE_RE.sub(" ", FENCE_RE.sub(" ", text))
     calls = [c for c in CALL_RE.findall(prose) if len(c) > 2 and c.lower() not in STOPWORDS]
     prose_ids = _unique([*CAMEL_RE.findall(prose), *SNAKE_RE.findall(prose), *calls])
+    head = title(text)
+    said = set(IDENT_RE.findall(head))
     return IssueFacts(
         code_identifiers=tuple(i for i in code_ids if i.lower() not in STOPWORDS),
         prose_identifiers=tuple(i for i in prose_ids if i not in code_ids),
@@ -133,7 +139,17 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         bound=tuple(
             dict.fromkeys((m["name"], m["call"].rsplit(".", 1)[-1]) for s in spans for m in BOUND_RE.finditer(s))
         ),
+        title_words=tuple(tokenize(head)),
+        title_identifiers=tuple(i for i in (*code_ids, *prose_ids) if i in said and i.lower() not in STOPWORDS),
     )
+
+
+def title(text: str) -> str:
+    """The first line that holds a word, without a Markdown heading's marks (`# Title`, `**Title**`)."""
+    for line in text.splitlines():
+        if IDENTIFIER_RE.search(line):
+            return line.strip().lstrip("#").strip().strip("*").strip()
+    return ""
 
 
 def strip_noise(text: str) -> str:

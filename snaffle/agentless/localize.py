@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -118,12 +118,14 @@ ENTITY_SIGNALS = (
     "param_name",
     "dispatch",
     "reach",
+    "title",
+    "title_named",
     "sbfl",
     *EXECUTION_SIGNALS,
 )
 KIND_PRIORS = MappingProxyType({"class": "class_prior", "function": "function_prior"})
 """Entity kinds whose ranking score a [tuning] prior scales (methods, the commonest home of a fix, are the unit)."""
-FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported", "named_file", "reach_file")
+FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported", "named_file", "reach_file", "title_file")
 FILE_PRIORS = ("generic",)
 """Per-file values in [0, 1] that scale a file's score (a [tuning] strength each) instead of adding to it."""
 WEIGHTS_FILE = "localize.toml"
@@ -298,12 +300,12 @@ class Localizer:
         file = {
             "path_mention": (mentioned := self.path_mention(facts)),
             "test_import": self.test_import(facts),
-            "bm25_file": self.bm25_file(facts),
+            "bm25_file": self.bm25_file(facts.words),
         }
         entity = {
             "traceback": self.traceback(facts),
             "identifier": (identified := self.identifier(facts)),
-            "bm25": self.bm25(facts),
+            "bm25": self.bm25(facts.words),
             "quote": self.quote(facts) if run("quote") else {},
             "sbfl": sbfl or {},
         }
@@ -312,6 +314,8 @@ class Localizer:
             file["imported"] = self.imported(mentioned, {**identified, **entity["traceback"]})
         if run("named_file"):
             file["named_file"] = per_file(identified)
+        if run("title_file"):
+            file["title_file"] = self.bm25_file(facts.title_words)
         if run("reach_file"):
             file["reach_file"] = per_file(entity["reach"] if "reach" in entity else self.reach(identified))
         wanted = ("generic" not in skipped) if every else self.weights.tuning.generic_prior > 0
@@ -339,6 +343,10 @@ class Localizer:
             "param_name": lambda: self.param_name(facts, files),
             "dispatch": lambda: self.dispatch(facts),
             "reach": lambda: self.reach(named),
+            "title": lambda: self.bm25(facts.title_words),
+            "title_named": lambda: self.identifier(
+                replace(facts, code_identifiers=facts.title_identifiers, prose_identifiers=())
+            ),
         }
         return {name: scorer() for name, scorer in scorers.items() if run(name)}
 
@@ -557,11 +565,11 @@ class Localizer:
         bodies = tables.documents[file_number].bodies
         return [term for term, postings in bodies.items() if local in postings[0::2]]
 
-    def bm25(self, facts: IssueFacts) -> Scores:
+    def bm25(self, words: Sequence[str]) -> Scores:
         """BM25F of the issue's words against entity documents (path, head, body), normalized to the best."""
-        if not facts.words or not self.tables.candidates:
+        if not words or not self.tables.candidates:
             return {}
-        raw = self.tables.entity_bm25.scores(facts.words)
+        raw = self.tables.entity_bm25.scores(words)
         best = float(raw.max()) if raw.size else 0.0
         if best <= 0:
             return {}
@@ -600,11 +608,11 @@ class Localizer:
                 start += len(text)
         return found
 
-    def bm25_file(self, facts: IssueFacts) -> FileScores:
+    def bm25_file(self, words: Sequence[str]) -> FileScores:
         """BM25 of the issue's words against whole non-test files (path and content), normalized."""
-        if not facts.words or not self.tables.paths:
+        if not words or not self.tables.paths:
             return {}
-        raw = self.tables.file_bm25.scores(facts.words)
+        raw = self.tables.file_bm25.scores(words)
         best = float(raw.max()) if raw.size else 0.0
         if best <= 0:
             return {}
