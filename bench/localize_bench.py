@@ -149,6 +149,13 @@ def parse_args() -> argparse.Namespace:
         "--ablate", type=lambda text: text.split(","), help="with --cv: ablation rows for these only (default: all)"
     )
     parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
+    parser.add_argument(
+        "--hold",
+        type=lambda text: text.split(","),
+        default=[],
+        help="with --cv: signals held at 0 in every fit (a,b; the packaged weights hold the def/ref graph's: "
+        "callee,caller,pagerank,test_callee,reach,reach_file)",
+    )
     return parser.parse_args()
 
 
@@ -529,25 +536,26 @@ def print_cv(results: list[Row], args: argparse.Namespace) -> None:
     packaged = start(Weights.load())
     agree = sum(hits(c, packaged) == localized_hits(r) for c, r in zip(cases, results, strict=True))
     print(f"\nthe matrix ranking agrees with Localizer.localize on every metric for {agree} of {len(cases)} instances")
-    initial = neutral(packaged)
+    held = tuple(args.hold)
+    initial = {**neutral(packaged), **dict.fromkeys(held, 0.0)}
     search = shortlist(cases, probes(initial))
     print(f"\n| weights ({len(cases)} instances) | {' | '.join(METRICS)} |\n" + "|---" * (len(METRICS) + 1) + "|")
     print_row("packaged, in-sample (not fitted)", rates(cases, packaged))
     print_row("neutral, no fit", rates(cases, initial))
-    single = leave_one_repo_out(cases, initial, search=search, seeds=0)
-    print_row("leave-one-repo-out, neutral start", single["rates"])
-    full = leave_one_repo_out(cases, initial, search=search)
-    print_row(f"**leave-one-repo-out, {1 + RANDOM_STARTS} starts**", full["rates"])
-    today = new_rows(cases, initial, search, args.new)
-    for name, measured in print_variants(results, initial) if args.variants else []:
+    single = leave_one_repo_out(cases, initial, held, search=search, seeds=0)
+    print_row("**leave-one-repo-out, neutral start** (the packaged weights' procedure)", single["rates"])
+    full = leave_one_repo_out(cases, initial, held, search=search)
+    print_row(f"leave-one-repo-out, {1 + RANDOM_STARTS} starts", full["rates"])
+    today = new_rows(cases, initial, search, args.new, held)
+    for name, measured in print_variants(results, initial, held) if args.variants else []:
         print_row(name, measured)
-    fitted = fit(search, initial, also=(packaged,))
-    print_row("fitted on all (starts: packaged, neutral, random), in-sample", rates(cases, fitted))
-    print_folds(cases, full)
+    fitted = fit(search, initial, held, seeds=0)
+    print_row("fitted on all from the neutral start, in-sample", rates(cases, fitted))
+    print_folds(cases, single)
     if today is not None:
         print(f"\ntoday's (without {', '.join(args.new)}), by held-out repository:")
         print_folds(cases, today)
-    print_ablations(cases, initial, single, search, args.ablate)
+    print_ablations(cases, initial, single, search, args.ablate, held)
     print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
 
@@ -556,18 +564,22 @@ def print_row(name: str, measured: dict[str, float]) -> None:
     print(f"| {name} | " + " | ".join(f"{measured[m]:.1f}%" for m in METRICS) + " |", flush=True)
 
 
-def new_rows(cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str]) -> Row | None:
-    """Leave-one-repo-out (four starts) with the `new` signals and priors held at their off value: today's
+def new_rows(
+    cases: list[Any], initial: dict[str, float], search: list[Any], new: list[str], held: tuple[str, ...] = ()
+) -> Row | None:
+    """Leave-one-repo-out (neutral start) with the `new` signals and priors held at their off value: today's
     ranking, judged in the same run as the change (printed; the run returned for its folds)."""
     if not new:
         return None
     off = {n: PRIORS_OFF.get(n, 0.0) for n in new}
-    today = leave_one_repo_out(cases, {**initial, **off}, frozen=new, search=search)
-    print_row(f"today's signals (without {', '.join(new)}), {1 + RANDOM_STARTS} starts", today["rates"])
+    today = leave_one_repo_out(cases, {**initial, **off}, frozen=(*new, *held), search=search, seeds=0)
+    print_row(f"today's signals (without {', '.join(new)}), neutral start", today["rates"])
     return today
 
 
-def print_variants(results: list[Row], initial: dict[str, float]) -> list[tuple[str, dict[str, float]]]:
+def print_variants(
+    results: list[Row], initial: dict[str, float], held: tuple[str, ...] = ()
+) -> list[tuple[str, dict[str, float]]]:
     """Leave-one-repo-out with each [issue] switch of `VARIANTS` on (the records hold its signals)."""
     rows = []
     for variant in (v for v in VARIANTS if all(v in r.get("variants", {}) for r in results)):
@@ -576,13 +588,13 @@ def print_variants(results: list[Row], initial: dict[str, float]) -> list[tuple[
         rows.append(
             (
                 f"{variant} on: leave-one-repo-out, neutral start",
-                leave_one_repo_out(cases, initial, search=search, seeds=0)["rates"],
+                leave_one_repo_out(cases, initial, held, search=search, seeds=0)["rates"],
             )
         )
         rows.append(
             (
                 f"{variant} on: leave-one-repo-out, {1 + RANDOM_STARTS} starts",
-                leave_one_repo_out(cases, initial, search=search)["rates"],
+                leave_one_repo_out(cases, initial, held, search=search)["rates"],
             )
         )
     return rows
@@ -605,7 +617,12 @@ def print_folds(cases: list[Any], full: Row) -> None:
 
 
 def print_ablations(
-    cases: list[Any], initial: dict[str, float], base_run: Row, search: list[Any], only: list[str] | None = None
+    cases: list[Any],
+    initial: dict[str, float],
+    base_run: Row,
+    search: list[Any],
+    only: list[str] | None = None,
+    held: tuple[str, ...] = (),
 ) -> None:
     """Per signal, leave-one-repo-out (neutral start) with it held at 0 (a prior: at its off value), against the
     same fit with it; a signal no fold turned on is not refit."""
@@ -617,7 +634,8 @@ def print_ablations(
         if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
-        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=(signal,), search=search, seeds=0)
+        frozen = (signal, *held)
+        ablated = leave_one_repo_out(cases, {**initial, signal: value}, frozen=frozen, search=search, seeds=0)
         deltas = " | ".join(f"{ablated['rates'][m] - base[m]:+.1f}" for m in ("file@5", "entity@10", "entity@1"))
         figures = " | ".join(f"{ablated['rates'][m]:.1f}%" for m in ("file@5", "entity@10", "entity@1"))
         print(f"| {signal} | {figures} | {deltas} |", flush=True)

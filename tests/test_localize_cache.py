@@ -130,7 +130,7 @@ def test_a_document_entry_of_another_text_is_not_believed(tmp_path: Path) -> Non
 @pytest.mark.parametrize(("weight", "built"), [(0.0, False), (1.0, True)])
 def test_graph_signals_weighted_0_build_no_graph(commits: tuple[Path, Path], weight: float, built: bool) -> None:
     packaged = Weights.load()
-    graph_signals = {"callee": weight, "caller": weight, "pagerank": weight}
+    graph_signals = dict.fromkeys(("callee", "caller", "pagerank", "test_callee", "reach", "reach_file"), weight)
     weights = replace(packaged, weights=MappingProxyType({**packaged.weights, **graph_signals}))
     localizer = Localizer(RepoIndex(commits[1]), weights)
     assert localizer.localize(ISSUE).entities
