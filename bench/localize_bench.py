@@ -110,6 +110,11 @@ def spread_per_repo(rows: list[Row], count: int) -> list[Row]:
     return kept
 
 
+def names(text: str) -> list[str]:
+    """A comma-separated list of signal names (a,b)."""
+    return text.split(",")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=Path, default=DEV_SET)
@@ -126,7 +131,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cached-only", action="store_true", help="score only the instances --cache holds")
     parser.add_argument(
         "--extend",
-        type=lambda text: text.split(","),
+        type=names,
         default=[],
         help="with --cache: a stale record gets only these signals (a,b; `generic`: the hubness prior) computed "
         "anew, the rest kept (only when the code of the rest did not change); `none`: restamped as they are (after "
@@ -135,23 +140,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip plain BM25 over files")
     parser.add_argument("--cold", type=int, default=1, help="instances per repository also indexed with no cache")
     parser.add_argument("--cold-workers", type=int, default=1, help="parse processes of the cold index (0: auto)")
-    parser.add_argument(
-        "--skip", type=lambda text: text.split(","), default=[], help="signals not computed for the fit (a,b)"
-    )
+    parser.add_argument("--skip", type=names, default=[], help="signals not computed for the fit (a,b)")
     parser.add_argument(
         "--new",
-        type=lambda text: text.split(","),
+        type=names,
         default=[],
         help="with --cv: signals or priors (a,b) new in this change: a row of today's ranking without them (held "
-        "off), four starts, and its folds",
+        "off), neutral start, and its folds",
     )
-    parser.add_argument(
-        "--ablate", type=lambda text: text.split(","), help="with --cv: ablation rows for these only (default: all)"
-    )
+    parser.add_argument("--ablate", type=names, help="with --cv: ablation rows for these only (default: all)")
     parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
     parser.add_argument(
         "--hold",
-        type=lambda text: text.split(","),
+        type=names,
         default=[],
         help="with --cv: signals held at 0 in every fit (a,b; the packaged weights hold the def/ref graph's: "
         "callee,caller,pagerank,test_callee,reach,reach_file)",
