@@ -48,6 +48,6 @@ def test_the_default_caps_are_data(table: str, expected: Limits) -> None:
 
 
 def test_every_packaged_table_loads() -> None:
-    assert Weights.load().weights["bm25"] == 3.0
+    assert Weights.load().weights["bm25"] == 2.0
     assert repair_table().auto_max_lines == 80
     assert PipelineConfig().samples == 3
