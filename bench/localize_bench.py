@@ -154,8 +154,8 @@ def parse_args() -> argparse.Namespace:
         "--hold",
         type=names,
         default=[],
-        help="with --cv: signals held at 0 in every fit (a,b; the packaged weights hold the def/ref graph's: "
-        "callee,caller,pagerank,test_callee,reach,reach_file)",
+        help="with --cv: signals held at 0 in every fit (a,b; the packaged weights' procedure holds "
+        "callee,caller,pagerank,test_callee,reach,reach_file,title_named,generic_prior)",
     )
     return parser.parse_args()
 

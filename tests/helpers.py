@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Weights
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Event
@@ -140,3 +142,14 @@ def tiny_wheel(directory: Path) -> Path:
 def stage_events(out: Path, name: str) -> list[Event]:
     """The `stage` events named `name` of the run whose directory is `out`, in order."""
     return [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == name]
+
+
+def packaged_with(weights: Mapping[str, float], **tuning: float) -> Weights:
+    """The packaged localization weights with these signal weights and [tuning] values changed."""
+    packaged = Weights.load()
+    return replace(packaged, weights={**packaged.weights, **weights}, tuning=replace(packaged.tuning, **tuning))
+
+
+def only_signals(**weights: float) -> Weights:
+    """The packaged localization weights with every signal at 0 but `weights` (shares and priors as packaged)."""
+    return packaged_with({**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), **weights})

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from snaffle.agentless.documents import DOCUMENTS_DIR
 from snaffle.agentless.issue_text import parse_issue
-from snaffle.agentless.localize import Localizer, Weights
+from snaffle.agentless.localize import Localizer
 from snaffle.index.repo import RepoIndex
-from tests.helpers import git, make_repo
+from tests.helpers import git, make_repo, packaged_with
 from tests.test_localize import FILES
 
 FIRST: dict[str, str | bytes] = {
@@ -129,9 +127,7 @@ def test_a_document_entry_of_another_text_is_not_believed(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(("weight", "built"), [(0.0, False), (1.0, True)])
 def test_graph_signals_weighted_0_build_no_graph(commits: tuple[Path, Path], weight: float, built: bool) -> None:
-    packaged = Weights.load()
     graph_signals = dict.fromkeys(("callee", "caller", "pagerank", "test_callee", "reach", "reach_file"), weight)
-    weights = replace(packaged, weights=MappingProxyType({**packaged.weights, **graph_signals}))
-    localizer = Localizer(RepoIndex(commits[1]), weights)
+    localizer = Localizer(RepoIndex(commits[1]), packaged_with(graph_signals))
     assert localizer.localize(ISSUE).entities
     assert (localizer._graph is not None) is built

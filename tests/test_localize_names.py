@@ -12,7 +12,7 @@ import pytest
 from snaffle.agentless.issue_text import parse_issue
 from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Scores, Signals, Weights, rank
 from snaffle.index.repo import RepoIndex
-from tests.helpers import make_repo
+from tests.helpers import make_repo, packaged_with
 
 TABLE = (
     "class HtmlWriter:\n"
@@ -95,8 +95,7 @@ def test_param_name_finds_the_function_taking_the_named_argument(localizer: Loca
 
 def test_the_signals_are_switched_off_at_weight_zero(localizer: Localizer) -> None:
     facts = parse_issue("`HtmlWriter` ignores `formats` in `write()`")
-    packaged = Weights.load()
-    weights = replace(packaged, weights={**packaged.weights, "named_member": 0.0, "own_name": 0.0})
+    weights = packaged_with({"named_member": 0.0, "own_name": 0.0})
     off = Localizer(localizer.index, weights).signals(facts).entity
     assert "named_member" not in off and "own_name" not in off
 

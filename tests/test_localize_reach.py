@@ -11,11 +11,11 @@ import pytest
 
 from snaffle.agentless.documents import FileBm25, build_documents
 from snaffle.agentless.issue_text import parse_issue
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Signals, Weights, rank
+from snaffle.agentless.localize import Localizer, Signals, Weights, rank
 from snaffle.agentless.priors import discount, hubness
 from snaffle.index.parse import parse_source
 from snaffle.index.repo import RepoIndex
-from tests.helpers import make_repo
+from tests.helpers import make_repo, only_signals, packaged_with
 
 PRINTING = (
     "def render(expr, **settings):\n"
@@ -54,12 +54,6 @@ def selectors(scores: dict) -> dict[str, float]:  # type: ignore[type-arg]
     return {e.selector: round(v, 4) for e, v in scores.items()}
 
 
-def only(**weights: float) -> Weights:
-    """The packaged record with every signal at 0 but `weights` (the shares and priors as packaged)."""
-    packaged = Weights.load()
-    return replace(packaged, weights={**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), **weights})
-
-
 def test_reach_flows_from_a_named_entry_point_to_the_class_it_calls_and_its_methods(tmp_path: Path) -> None:
     found = localizer(tmp_path)
     named = found.identifier(parse_issue(ISSUE))
@@ -85,11 +79,11 @@ def test_named_file_is_the_files_evidence_apart_from_the_entitys(tmp_path: Path)
     assert signals.file["named_file"]["calc/printing.py"] == pytest.approx(
         max(v for e, v in signals.entity["identifier"].items() if e.path == "calc/printing.py")
     )
-    files, entities = rank(signals, only(named_file=1.0, reach=1.0), 5)
+    files, entities = rank(signals, only_signals(named_file=1.0, reach=1.0), 5)
     assert files[0][0] == "calc/printing.py"
     assert "calc/printing.py::render" not in [e.selector for e in entities]
     assert entities[0].selector == "calc/printing.py::TextPrinter"
-    _, named_first = rank(signals, only(identifier=1.0, reach=1.0), 5)
+    _, named_first = rank(signals, only_signals(identifier=1.0, reach=1.0), 5)
     assert named_first[0].selector == "calc/printing.py::render"
 
 
@@ -106,10 +100,7 @@ def test_reach_file_points_at_the_callees_file(tmp_path: Path) -> None:
 
 def test_the_new_signals_at_zero_leave_the_ranking_unchanged(tmp_path: Path) -> None:
     found = hub_localizer(tmp_path)
-    packaged = Weights.load()
-    packaged = replace(
-        packaged, weights={**packaged.weights, **dict.fromkeys(("named_file", "reach", "reach_file"), 0.0)}
-    )
+    packaged = packaged_with(dict.fromkeys(("named_file", "reach", "reach_file"), 0.0))
     assert packaged.tuning.generic_prior == 0.0
     issue = "`load_theme` ignores the language: the project theme is the default.\n"
     signals = found.signals(parse_issue(issue), every=True)
@@ -173,7 +164,7 @@ def test_the_generic_prior_moves_the_hub_below_the_file_it_outranked(tmp_path: P
     found = hub_localizer(tmp_path)
     issue = "The theme is ignored when the project has a language set.\n"
     signals = found.signals(parse_issue(issue), every=True)
-    weights = only(bm25=1.0, bm25_file=1.0)
+    weights = only_signals(bm25=1.0, bm25_file=1.0)
     before, _ = rank(signals, weights, 5)
     assert before[0][0] == "site/quickstart.py"
     after, _ = rank(signals, replace(weights, tuning=replace(weights.tuning, generic_prior=0.75)), 5)
@@ -198,7 +189,7 @@ def test_the_first_files_best_entity_leads_when_it_scores_close_enough(tmp_path:
     index = RepoIndex(repo)
     alpha, beta = index.entities("pkg/a.py")[1], index.entities("pkg/b.py")[1]
     signals = Signals({"bm25": {alpha: 0.5, beta: 1.0}}, {"path_mention": {"pkg/a.py": 1.0}})
-    weights = only(bm25=1.0, path_mention=3.0)
+    weights = only_signals(bm25=1.0, path_mention=3.0)
     weights = replace(weights, tuning=replace(weights.tuning, file_to_entity=0.0))
 
     def first(lead: float) -> str:

@@ -4,7 +4,6 @@ without an issue template's skeleton. Each is off in the packaged data, and off 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from snaffle.agentless.localize import (
 )
 from snaffle.data import DataError, load
 from snaffle.index.repo import RepoIndex
-from tests.helpers import make_repo
+from tests.helpers import make_repo, packaged_with
 
 AUTH = (
     "class DigestAuth:\n"
@@ -83,10 +82,8 @@ def selectors(scores: Scores) -> dict[str, float]:
 
 
 def only_bm25(member_yield: float) -> Weights:
-    packaged = Weights.load()
     weights = {**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), "bm25": 1.0}
-    tuning = replace(packaged.tuning, member_yield=member_yield, entity_to_file=0.5, file_to_entity=0.25)
-    return replace(packaged, weights=weights, tuning=tuning)
+    return packaged_with(weights, member_yield=member_yield, entity_to_file=0.5, file_to_entity=0.25)
 
 
 def test_a_class_yields_to_its_method_scoring_close_below_it(localizer: Localizer) -> None:
@@ -124,8 +121,7 @@ def test_the_dispatch_signal_finds_the_handler_of_a_type_the_issue_uses(localize
     }  # not _print_Add (another type), not a test file's function, not `__eq__`
     again = localizer.signals(parse_issue("`Add` and `Ma`"), every=True).entity["dispatch"]
     assert selectors(again) == {"web/printing.py::Printer._print_Add": 1.0}  # `Ma`: too short to be a type
-    packaged = Weights.load()
-    off = replace(packaged, weights={**packaged.weights, "dispatch": 0.0})
+    off = packaged_with({"dispatch": 0.0})
     assert "dispatch" not in Localizer(localizer.index, off).signals(facts).entity  # weight 0: not run
 
 
@@ -158,10 +154,7 @@ def test_the_template_switch_is_read_from_data_and_required(localizer: Localizer
 
 def test_the_switches_off_rank_as_before(localizer: Localizer) -> None:
     """member_yield 0 and dispatch 0: the ranking of the signals without them."""
-    packaged = Weights.load()
-    packaged = replace(
-        packaged, weights={**packaged.weights, "dispatch": 0.0}, tuning=replace(packaged.tuning, member_yield=0.0)
-    )
+    packaged = packaged_with({"dispatch": 0.0}, member_yield=0.0)
     facts = parse_issue("`DigestAuth.build_header` and `latex(MatAdd(a))` print the digest header wrong")
     found = localizer.signals(facts, every=True)
     without = Signals({n: s for n, s in found.entity.items() if n != "dispatch"}, found.file)

@@ -3,13 +3,12 @@ the title names the bug in a sentence, the body wanders through what the reporte
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from snaffle.agentless.issue_text import parse_issue, title
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Localizer, Weights
+from snaffle.agentless.localize import Localizer
 from snaffle.index.repo import RepoIndex
-from tests.helpers import make_repo
+from tests.helpers import make_repo, only_signals
 
 FILES: dict[str, str | bytes] = {
     "shop/__init__.py": "",
@@ -37,9 +36,7 @@ ISSUE = (
 
 
 def localizer(tmp_path: Path, **weights: float) -> Localizer:
-    packaged = Weights.load()
-    only = replace(packaged, weights={**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), **weights})
-    return Localizer(RepoIndex(make_repo(tmp_path / "shop", FILES)), only)
+    return Localizer(RepoIndex(make_repo(tmp_path / "shop", FILES)), only_signals(**weights))
 
 
 def test_the_title_is_the_first_line_with_a_word_without_its_heading_marks() -> None:

@@ -125,11 +125,13 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
     prose = INLINE_RE.sub(" ", FENCE_RE.sub(" ", text))
     calls = [c for c in CALL_RE.findall(prose) if len(c) > 2 and c.lower() not in STOPWORDS]
     prose_ids = _unique([*CAMEL_RE.findall(prose), *SNAKE_RE.findall(prose), *calls])
+    code_identifiers = tuple(i for i in code_ids if i.lower() not in STOPWORDS)
+    prose_identifiers = tuple(i for i in prose_ids if i not in code_ids)
     head = title(text)
     said = set(IDENT_RE.findall(head))
     return IssueFacts(
-        code_identifiers=tuple(i for i in code_ids if i.lower() not in STOPWORDS),
-        prose_identifiers=tuple(i for i in prose_ids if i not in code_ids),
+        code_identifiers=code_identifiers,
+        prose_identifiers=prose_identifiers,
         paths=paths,
         frames=frames(text),
         words=tuple(tokenize(text)),
@@ -140,7 +142,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
             dict.fromkeys((m["name"], m["call"].rsplit(".", 1)[-1]) for s in spans for m in BOUND_RE.finditer(s))
         ),
         title_words=tuple(tokenize(head)),
-        title_identifiers=tuple(i for i in (*code_ids, *prose_ids) if i in said and i.lower() not in STOPWORDS),
+        title_identifiers=tuple(i for i in (*code_identifiers, *prose_ids) if i in said),
     )
 
 
