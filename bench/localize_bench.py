@@ -47,6 +47,7 @@ from localize_fit import (
     neutral,
     probes,
     rates,
+    score_folds,
     shortlist,
     start,
 )
@@ -62,6 +63,7 @@ from snaffle.agentless.localize import (
     Signals,
     Weights,
     is_peripheral,
+    ranked_paths,
 )
 from snaffle.gates import is_test_file
 from snaffle.index.parse import innermost
@@ -148,6 +150,12 @@ def parse_args() -> argparse.Namespace:
         help="with --cv: signals or priors (a,b) new in this change: a row of today's ranking without them (held "
         "off), neutral start, and its folds",
     )
+    parser.add_argument(
+        "--other-cache",
+        type=Path,
+        help="with --cv: another --cache of the same instances, computed by other code (say, before a change to what "
+        "is a candidate): both caches' leave-one-repo-out fold weights, each scored on both",
+    )
     parser.add_argument("--ablate", type=names, help="with --cv: ablation rows for these only (default: all)")
     parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
     parser.add_argument(
@@ -160,7 +168,15 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-SIGNAL_MODULES = ("localize.py", "graph.py", "documents.py", "issue_text.py", "sbfl.py", "priors.py")
+SIGNAL_MODULES = (
+    "localize.py",
+    "graph.py",
+    "documents.py",
+    "issue_text.py",
+    "sbfl.py",
+    "priors.py",
+    "generated.py",
+)
 """The agentless modules whose code makes the signals (the index's are all in)."""
 VARIANTS = {"strip_template": True}
 """[issue] switches whose signals every record also holds (under `variants`), so the fit compares both ways."""
@@ -403,8 +419,8 @@ def cold_seconds(repo: Path, workers: int) -> tuple[float, float]:
 
 
 def sources(index: RepoIndex) -> list[str]:
-    """The files `Localizer.prepare` indexes: every one but the test files."""
-    return [path for path in index.files() if not is_test_file(path)]
+    """The files `Localizer.prepare` indexes: every one but the test files and the generated ones."""
+    return ranked_paths(index, Weights.load().generated)
 
 
 def snippet_sandbox(scratch: Path, python: str | None) -> Sandbox:
@@ -552,6 +568,8 @@ def print_cv(results: list[Row], args: argparse.Namespace) -> None:
         print_row(name, measured)
     fitted = fit(search, initial, held, seeds=0)
     print_row("fitted on all from the neutral start, in-sample", rates(cases, fitted))
+    if args.other_cache:
+        print_cross(results, cases, single, initial, held, args.other_cache)
     print_folds(cases, single)
     if today is not None:
         print(f"\ntoday's (without {', '.join(args.new)}), by held-out repository:")
@@ -559,6 +577,25 @@ def print_cv(results: list[Row], args: argparse.Namespace) -> None:
     print_ablations(cases, initial, single, search, args.ablate, held)
     print("\nfitted on all instances (judge by the leave-one-repo-out rows above):")
     print("\n".join(f"{name} = {value:g}" for name, value in fitted.items()))
+
+
+def print_cross(
+    results: list[Row], cases: list[Any], single: Row, initial: dict[str, float], held: tuple[str, ...], other: Path
+) -> None:
+    """A change that is not a weight (what is a candidate, how a file is read), judged apart from the fit's own
+    variance: the neutral-start fold weights of this cache and of `other` (the same instances' signals computed by
+    other code) each scored on both."""
+    records = [other / f"{r['instance_id']}.json" for r in results]
+    missing = [p.stem for p in records if not p.exists()]
+    if missing:
+        print(f"\n--other-cache lacks {len(missing)} of these instances (e.g. {missing[0]}): no cross rows")
+        return
+    theirs = [instance(json.loads(p.read_text(encoding="utf-8")), is_peripheral) for p in records]
+    their_folds = leave_one_repo_out(theirs, initial, held, search=shortlist(theirs, probes(initial)), seeds=0)
+    for fitted_on, folds in (("this cache", single), ("--other-cache", their_folds)):
+        for scored_on, scored in (("this cache", cases), ("--other-cache", theirs)):
+            measured = score_folds(scored, folds["fitted"])
+            print_row(f"fold weights fitted on {fitted_on}, scored on {scored_on}", measured)
 
 
 def print_row(name: str, measured: dict[str, float]) -> None:

@@ -474,6 +474,14 @@ def leave_one_repo_out(
     return {"rates": rates_all, "per_repo": per_repo, "fitted": fitted, "spread": spread}
 
 
+def score_folds(cases: Sequence[Instance], fitted: Mapping[str, Params]) -> dict[str, float]:
+    """Pooled rates of each repository's instances under the weights fitted without it (`leave_one_repo_out`'s
+    `fitted`), on these cases: the same fold weights scored on signals another code computed."""
+    pooled = [batch_hits(batch([c for c in cases if c.repo == repo]), params) for repo, params in fitted.items()]
+    graded = [batch([c for c in cases if c.repo == repo]).graded for repo in fitted]
+    return _pool(np.concatenate(pooled), np.concatenate(graded))
+
+
 def _pool(table: Array, graded: Array) -> dict[str, float]:
     mask = np.asarray(graded, dtype=bool)
     out: dict[str, float] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,13 @@ import pytest
 from snaffle.testing import ScriptedServer
 from tests.helpers import CALC_SOURCE, CALC_TEST, make_repo
 from tests.trace_scenarios import make_runs
+
+
+@pytest.fixture(autouse=True)
+def temp_files_in_pytests_tree(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the code under test puts in the temp dir (a workspace's private index a test leaves open) goes under
+    pytest's base temp dir, which pytest prunes, never loose in /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

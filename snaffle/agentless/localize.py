@@ -13,6 +13,7 @@ A prior learned from the repository alone discounts generic files (priors.py). T
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import time
 from collections import defaultdict
@@ -27,6 +28,7 @@ import numpy as np
 
 from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
+from snaffle.agentless.generated import GeneratedRule, generated_files
 from snaffle.agentless.graph import RefGraph, pagerank
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
 from snaffle.agentless.priors import discount, hubness
@@ -160,6 +162,8 @@ class Weights:
     file_bm25: Bm25Params
     strip_template: bool
     """[issue]: drop an issue template's headings, stock sentences and environment lines from the query words."""
+    generated: GeneratedRule
+    """[generated]: files a tool wrote, left out of the ranking."""
 
     @classmethod
     def load(cls) -> Weights:
@@ -181,7 +185,20 @@ class Weights:
             data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
             data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
             bool(data.required(part("issue"), ("strip_template",), f"{where} [issue]")["strip_template"]),
+            _generated_rule(part("generated"), f"{where} [generated]"),
         )
+
+
+def _generated_rule(table: Mapping[str, Any], where: str) -> GeneratedRule:
+    """The [generated] table as a record; a pattern that does not compile is a `DataError` naming it."""
+    rule = data.record(GeneratedRule, table, where)
+    rule = GeneratedRule(int(rule.head_bytes), tuple(rule.markers))
+    for marker in rule.markers:
+        try:
+            re.compile(marker)
+        except re.error as exc:
+            raise data.DataError(f"{where}: marker {marker!r} is not a regular expression ({exc})") from exc
+    return rule
 
 
 @dataclass(frozen=True)
@@ -226,7 +243,7 @@ class Localizer:
         the structure cache), the BM25 tables and the name tables."""
         store = store or DocumentStore(self.index.cache_dir)
         files = self.index.files()
-        paths = [p for p in files if not is_test_file(p)]
+        paths = ranked_paths(self.index, self.weights.generated)
         # In parallel when many files are new, their documents built by the same workers; records the manifest.
         self.index.build(paths=paths, companion=store.companion())
         documents: list[FileDocuments] = []
@@ -885,6 +902,13 @@ def _entity_prior(entity: Entity, tuning: Tuning, file_prior: Callable[[str], fl
     """An entity's prior: its file's, times its kind's (`KIND_PRIORS`; a method's is 1)."""
     prior = KIND_PRIORS.get(entity.kind)
     return file_prior(entity.path) * (float(getattr(tuning, prior)) if prior else 1.0)
+
+
+def ranked_paths(index: RepoIndex, generated: GeneratedRule) -> list[str]:
+    """The files whose entities are ranked: every one but the test files and the files a tool generated."""
+    sources = [p for p in index.files() if not is_test_file(p)]
+    left_out = generated_files(index.root, sources, generated)
+    return [p for p in sources if p not in left_out]
 
 
 def is_peripheral(path: str) -> bool:
