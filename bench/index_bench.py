@@ -152,7 +152,7 @@ def phase_extract(tree: Path, files: list[str]) -> dict[str, float]:
     """Time the index's walk against a query over the same parsed trees (parsing is not timed)."""
     from tree_sitter import Parser, Query, QueryCursor
 
-    language = parse._language()
+    language = parse.python_language()
     sources = [(tree / name).read_bytes() for name in files]
     trees = [Parser(language).parse(source) for source in sources]
     started = time.perf_counter()

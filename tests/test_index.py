@@ -166,7 +166,7 @@ def test_definitions_under_every_compound_statement(index: RepoIndex) -> None:
 
 def test_walk_finds_every_definition_a_query_finds(index: RepoIndex) -> None:
     """The index walks only statement nodes (and skips bodies without `def`/`class`): check it misses none."""
-    language = parse._language()
+    language = parse.python_language()
     query = Query(language, "(function_definition) @d (class_definition) @d")
     for path in index.files():
         source = index.source(path)

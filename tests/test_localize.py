@@ -169,6 +169,24 @@ def test_test_import_counts_imports_of_named_tests(index: RepoIndex) -> None:
     assert imported_modules(b"import a.b\nfrom c import d\nfrom . import e\n") == ["a.b", "c", "c.d"]
 
 
+def test_imported_modules_reads_every_import_statement_and_no_string() -> None:
+    source = (
+        b"from __future__ import annotations\n"
+        b"import os.path as p, json\n"
+        b'"""import not_a_module"""\n'
+        b"from pkg.sub import (one as uno,\n    two)\n"
+        b"from pkg import *\n"
+        b"def lazy():\n    import pkg.late\n    text = 'from fake import x'\n"
+    )
+    assert imported_modules(source) == [
+        *("__future__", "__future__.annotations", "os.path", "json", "pkg.sub", "pkg.sub.one", "pkg.sub.two"),
+        *("pkg", "pkg.*", "pkg.late"),
+    ]
+    python2 = b"import pkg.core\nprint 'legacy'\nfrom pkg.util import helper\n"
+    assert imported_modules(python2) == ["pkg.core", "pkg.util", "pkg.util.helper"]  # ast would say nothing
+    assert imported_modules(b"\xff\xfe not python (\n") == []
+
+
 def test_bm25_signal_ranks_by_words(index: RepoIndex) -> None:
     scores = Localizer(index).bm25(parse_issue("the parcel shipping cost by weight is too high").words)
     assert max(scores, key=scores.__getitem__).selector == "shop/shipping.py::shipping_cost"

@@ -96,7 +96,7 @@ class ParsedSource:
 
 
 @cache
-def _language() -> Language:
+def python_language() -> Language:
     import tree_sitter_python
 
     return Language(tree_sitter_python.language())
@@ -108,7 +108,7 @@ def parse_source(
     """Index one source text: entities in source order (module first) and its syntax errors. `previous`,
     an earlier version of the text and its tree, makes the parse incremental; `options` default to the data's."""
     options = options or entity_options()
-    tree = _reparse(source, *previous) if previous is not None else Parser(_language()).parse(source)
+    tree = _reparse(source, *previous) if previous is not None else Parser(python_language()).parse(source)
     root = tree.root_node
     rows = [_module_row(source, root)]
     rows.extend(_row(source, options, *found) for found in _walk(root, source, options.assignments))
@@ -130,7 +130,7 @@ def _reparse(source: bytes, old_source: bytes, old_tree: Tree) -> Tree:
         old_end_point=_point(old_source, old_end),
         new_end_point=_point(source, new_end),
     )
-    return Parser(_language()).parse(source, old_tree)
+    return Parser(python_language()).parse(source, old_tree)
 
 
 def _changed_span(old: bytes, new: bytes) -> tuple[int, int, int]:
