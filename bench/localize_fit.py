@@ -477,9 +477,9 @@ def leave_one_repo_out(
 def score_folds(cases: Sequence[Instance], fitted: Mapping[str, Params]) -> dict[str, float]:
     """Pooled rates of each repository's instances under the weights fitted without it (`leave_one_repo_out`'s
     `fitted`), on these cases: the same fold weights scored on signals another code computed."""
-    pooled = [batch_hits(batch([c for c in cases if c.repo == repo]), params) for repo, params in fitted.items()]
-    graded = [batch([c for c in cases if c.repo == repo]).graded for repo in fitted]
-    return _pool(np.concatenate(pooled), np.concatenate(graded))
+    held = {repo: batch([c for c in cases if c.repo == repo]) for repo in fitted}
+    pooled = [batch_hits(held[repo], params) for repo, params in fitted.items()]
+    return _pool(np.concatenate(pooled), np.concatenate([stack.graded for stack in held.values()]))
 
 
 def _pool(table: Array, graded: Array) -> dict[str, float]:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from snaffle import data
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,17 @@ class GeneratedRule:
     head_bytes: int
     markers: tuple[str, ...]
     """Lower-case regular expressions; none: no file is called generated."""
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str) -> GeneratedRule:
+        """The rule from its data table; a missing key or a pattern that does not compile is a `DataError`."""
+        rule = data.record(cls, table, where)
+        for marker in rule.markers:
+            try:
+                re.compile(marker)
+            except re.error as exc:
+                raise data.DataError(f"{where}: marker {marker!r} is not a regular expression ({exc})") from exc
+        return cls(int(rule.head_bytes), tuple(rule.markers))
 
     def patterns(self) -> list[re.Pattern[str]]:
         return [re.compile(marker) for marker in self.markers]

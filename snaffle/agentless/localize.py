@@ -13,7 +13,6 @@ A prior learned from the repository alone discounts generic files (priors.py). T
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 import time
 from collections import defaultdict
@@ -185,20 +184,8 @@ class Weights:
             data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
             data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
             bool(data.required(part("issue"), ("strip_template",), f"{where} [issue]")["strip_template"]),
-            _generated_rule(part("generated"), f"{where} [generated]"),
+            GeneratedRule.from_table(part("generated"), f"{where} [generated]"),
         )
-
-
-def _generated_rule(table: Mapping[str, Any], where: str) -> GeneratedRule:
-    """The [generated] table as a record; a pattern that does not compile is a `DataError` naming it."""
-    rule = data.record(GeneratedRule, table, where)
-    rule = GeneratedRule(int(rule.head_bytes), tuple(rule.markers))
-    for marker in rule.markers:
-        try:
-            re.compile(marker)
-        except re.error as exc:
-            raise data.DataError(f"{where}: marker {marker!r} is not a regular expression ({exc})") from exc
-    return rule
 
 
 @dataclass(frozen=True)
