@@ -4,15 +4,24 @@ other threads), with rankings identical to an empty cache's and damaged cache en
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from snaffle.agentless.documents import DOCUMENTS_DIR, DocumentStore
 from snaffle.agentless.localize import Localizer
-from snaffle.index.repo import RepoIndex
+from snaffle.index.repo import (
+    OVERLAP_FILES_PER_WORKER,
+    OVERLAP_MIN_FILES,
+    OVERLAP_MIN_REUSED,
+    PARALLEL_MIN_FILES,
+    RepoIndex,
+    _worker_count,
+)
 from tests.helpers import git, make_repo
 
 MODULES = 24
@@ -189,3 +198,113 @@ def test_bm25_over_the_holders_of_each_term_scores_as_a_pass_over_every_file(wor
         for term in set(words):
             assert bm25.frequencies(term, holders.get(term, [])).tobytes() == bm25.frequencies(term).tobytes()
         assert bm25.scores(words).any()
+
+
+LARGE: dict[str, str | bytes] = {f"pkg/mod{n}.py": _module(n) for n in range(OVERLAP_MIN_REUSED + 20)}
+LARGE |= {"pkg/__init__.py": ""}
+"""A repository with enough files that work on the reused ones pays for a parse worker beside it."""
+LARGE_SOURCES = sorted(LARGE)
+EDITED = {f"pkg/mod{n}.py": _module(n, factor=n + 3) for n in range(OVERLAP_MIN_FILES + 2)}
+"""A commit that edits more modules than a build parses in-process: the rest keep the first commit's texts."""
+
+
+@pytest.fixture
+def edited(tmp_path: Path) -> tuple[Path, Path]:
+    """A worktree of `LARGE` at its first commit, and one at a commit editing `EDITED`'s modules."""
+    origin = make_repo(tmp_path / "origin-edited", LARGE)
+    first = git(origin, "rev-parse", "HEAD").strip()
+    for name, content in EDITED.items():
+        (origin / name).write_text(content, encoding="utf-8")
+    git(origin, "commit", "-q", "-am", "edit many")
+    old, new = tmp_path / "old-edited", tmp_path / "new-edited"
+    git(origin, "worktree", "add", "-q", "--detach", str(old), first)
+    git(origin, "worktree", "add", "-q", "--detach", str(new), "HEAD")
+    return old, new
+
+
+def _build_beside(repo: Path, cache: Path, paths: Sequence[str]) -> tuple[list[list[str]], list[int], int, int]:
+    """Build with work `meanwhile`: the paths it was given per call, the worker processes alive during each call,
+    and the build's parsed and worker counts."""
+    calls: list[list[str]] = []
+    alive: list[int] = []
+
+    def meanwhile(reused: Sequence[str]) -> None:
+        calls.append(list(reused))
+        alive.append(len(multiprocessing.active_children()))
+
+    stats = RepoIndex(repo, cache).build(paths=paths, meanwhile=meanwhile)
+    return calls, alive, stats.parsed, stats.workers
+
+
+def test_the_work_beside_a_build_gets_the_reused_files_while_a_worker_parses_the_new_ones(
+    edited: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = edited
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    calls, alive, parsed, workers = _build_beside(new, cache, LARGE_SOURCES)
+    assert calls == [[p for p in LARGE_SOURCES if p not in EDITED]]
+    assert alive == [1], "the new texts are parsed by one worker process while the caller works"
+    assert (parsed, workers) == (len(EDITED), 1)
+
+
+def test_a_few_new_files_beside_little_work_are_parsed_here_and_the_work_still_runs_once(
+    worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = worktrees
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=SOURCES)
+    calls, alive, parsed, workers = _build_beside(new, cache, SOURCES)
+    assert calls == [[p for p in SOURCES if p not in CHANGED]]
+    assert (alive, parsed, workers) == ([0], len(CHANGED), 1)
+
+
+def test_a_localizer_prepared_beside_its_parse_worker_ranks_as_an_empty_cache(
+    edited: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = edited
+    cache = tmp_path / "cache"
+    Localizer(RepoIndex(old, cache)).prepare()
+    cold = ranking(new, None)
+    assert cold["entities"], "the issue must rank something for the comparison to mean anything"
+    assert ranking(new, cache) == cold
+    written = {_document_entry(cache, RepoIndex(new, cache).info(p).sha1) for p in EDITED}
+    assert all(entry.is_file() for entry in written), "the worker wrote the edited files' documents"
+
+
+def test_a_damaged_record_found_beside_the_parse_worker_is_parsed_after_it_and_said_once(
+    edited: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record whose name is in the cache but whose content cannot be read back is parsed once the worker is done;
+    the work beside gets only the files whose records were read."""
+    old, new = edited
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    damaged = "pkg/__init__.py"
+    name = f"{RepoIndex(old).info(damaged).sha1[2:]}.json"
+    entry = next(p for p in cache.rglob(name) if DOCUMENTS_DIR not in p.parts)
+    entry.write_text('{"format": "snaffle-structure/2", "sha1": "', encoding="utf-8")
+    capsys.readouterr()
+    calls, alive, parsed, workers = _build_beside(new, cache, LARGE_SOURCES)
+    assert calls == [[p for p in LARGE_SOURCES if p not in EDITED and p != damaged]]
+    assert (alive, parsed, workers) == ([1], len(EDITED) + 1, 1)
+    assert capsys.readouterr().err == f"snaffle: 1 index cache entry was truncated or corrupt and rebuilt: {entry}\n"
+    assert RepoIndex(new, cache).entities(damaged) == RepoIndex(new).entities(damaged)
+
+
+@pytest.mark.parametrize(
+    ("stale", "beside", "expected"),
+    [
+        (OVERLAP_FILES_PER_WORKER - 1, True, 1),
+        (2 * OVERLAP_FILES_PER_WORKER, True, 2),
+        (100 * OVERLAP_FILES_PER_WORKER, True, 2),
+        (2 * OVERLAP_FILES_PER_WORKER, False, 1),
+        (PARALLEL_MIN_FILES, False, 2),
+    ],
+)
+def test_workers_beside_a_caller_grow_with_the_new_files_up_to_the_cores(
+    monkeypatch: pytest.MonkeyPatch, stale: int, beside: bool, expected: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert _worker_count(0, stale, beside=beside) == expected
+    assert _worker_count(1, stale, beside=beside) == 1  # asked for one: one

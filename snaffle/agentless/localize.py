@@ -231,16 +231,16 @@ class Localizer:
         store = store or DocumentStore(self.index.cache_dir)
         files = self.index.files()
         paths = ranked_paths(self.index, self.weights.generated)
-        # In parallel when many files are new, their documents built by the same workers; records the manifest.
-        self.index.build(paths=paths, companion=store.companion())
-        documents: list[FileDocuments] = []
+        # New files are parsed by worker processes (their documents built there too) while the documents of the
+        # files seen before are loaded here; records the manifest.
+        self.index.build(paths=paths, companion=store.companion(), meanwhile=partial(self._documents, store))
+        documents = self._documents(store, paths)
         candidates: list[Entity] = []
         numbers: dict[Entity, tuple[int, int]] = {}
-        for path in paths:
-            record = self.index.record(path)
-            numbers.update({entity: (len(documents), local) for local, entity in enumerate(record.entities)})
-            documents.append(store.get(record.info.sha1, record.entities, partial(self.index.source, path)))
-            candidates.extend(record.entities)
+        for number, path in enumerate(paths):
+            entities = self.index.record(path).entities
+            numbers.update({entity: (number, local) for local, entity in enumerate(entities)})
+            candidates.extend(entities)
         store.report_damaged()
         self._tables = Tables(
             paths=paths,
@@ -256,6 +256,14 @@ class Localizer:
             by_suffix=_suffix_table(candidates),
         )
         return self
+
+    def _documents(self, store: DocumentStore, paths: Sequence[str]) -> list[FileDocuments]:
+        """The documents of indexed files, from the store (which keeps them in memory for the next call)."""
+        found: list[FileDocuments] = []
+        for path in paths:
+            record = self.index.record(path)
+            found.append(store.get(record.info.sha1, record.entities, partial(self.index.source, path)))
+        return found
 
     @property
     def tables(self) -> Tables:

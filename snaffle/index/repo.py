@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -29,6 +29,7 @@ from snaffle.index.cache import (
     FileInfo,
     IndexedFile,
     Stats,
+    content_name,
     damaged_line,
     load_manifest,
     load_record,
@@ -55,6 +56,15 @@ PARALLEL_MIN_FILES = 200
 """Below this many files to parse, worker processes cost more than they save: with a localizer's documents built
 in them too, 94-204 new sympy texts took 0.90-1.20x the CPU of one process and 124 sphinx texts 1.16x, on 2 cores
 at load average 5-7 (issue 17's index_bench runs)."""
+OVERLAP_MIN_FILES = 8
+OVERLAP_MIN_REUSED = 300
+"""A build given work to do `meanwhile` parses at least `OVERLAP_MIN_FILES` new files in a worker process beside it
+when that work is on at least this many reused files (~0.15 s of records and documents read back); less is done one
+after the other, here: the fork and the records' trip back cost ~0.05 s (sphinx, 9 new texts beside 175 reused:
+1.20x the wall of one process; sympy, 27 beside 826: 0.86x)."""
+OVERLAP_FILES_PER_WORKER = 40
+"""... and one more worker per this many: the caller's own work on ~800 seen sympy files (their records and
+documents read back) takes about as long as one worker's parse of 40 new ones."""
 MAX_WORKERS = 4
 CHUNKS_PER_WORKER = 16
 """Work is handed out in this many chunks per worker so one large file cannot leave a core idle."""
@@ -75,6 +85,11 @@ Companion = Callable[[bytes, "IndexedFile"], None]
 """Per-file work a caller adds to a parallel build (a localizer's documents), run in the worker beside the parse
 with the file's text and record, so that a new worktree pays for its new files once, on every core. It must be
 picklable (a module-level function or a partial of one) and keep its results in a cache of its own."""
+Identity = tuple[os.stat_result, str]
+"""A file's stat and content hash."""
+Meanwhile = Callable[[Sequence[str]], object]
+"""A caller's own work on the files whose records a build reused (a localizer loading their documents), done while
+the new files are parsed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +134,10 @@ def _index_in_worker(
     if companion is not None:
         companion(source, record)
     return record_payload(record.info, record.entities)
+
+
+def _nothing(reused: Sequence[str]) -> None:
+    """No work beside a build's parsing."""
 
 
 @contextmanager
@@ -251,20 +270,30 @@ class RepoIndex:
     # ---- building and refreshing
 
     def build(
-        self, workers: int = 0, paths: Sequence[str] | None = None, companion: Companion | None = None
+        self,
+        workers: int = 0,
+        paths: Sequence[str] | None = None,
+        companion: Companion | None = None,
+        meanwhile: Meanwhile | None = None,
     ) -> BuildStats:
         """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
         records; `workers` 0 picks processes by the work left; each worker also runs the `companion` on the files
-        it parses (see `Companion`). The checkout's manifest is written after."""
+        it parses (see `Companion`). `meanwhile` is called once with the paths whose records were reused, while
+        worker processes parse the rest when that pays (`_worth_a_worker`: a second core does the parsing). The
+        checkout's manifest is written after."""
         listed = self.files()
         paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
-            stale = [path for path in paths if not self._reuse_or_false(path)]
-            count = _worker_count(workers, len(stale))
-            if count > 1:
-                parsed, count = self._parse_parallel(stale, count, companion)
+            known, stale = self._partition(paths)
+            load = partial(self._load_known, known, meanwhile or _nothing)
+            count = _worker_count(workers, len(stale), beside=meanwhile is not None)
+            if count > 1 or (meanwhile is not None and workers != 1 and _worth_a_worker(len(stale), len(known))):
+                parsed, count, late = self._parse_parallel(stale, count, companion, load)
             else:
+                late = load()
                 parsed = self._parse_serial(stale)
+            parsed += self._parse_serial(late)  # records that could not be read back after all
+            stale += late
         self._store_manifest()
         damaged, self._damaged = self._damaged, []
         if damaged:
@@ -314,19 +343,28 @@ class RepoIndex:
         return self._records[path]
 
     def _reuse(self, path: str, trust_stat: bool = True) -> bool:
-        """Bring a still-valid record into memory: the one in memory or, by content hash, one from the disk cache.
-        The hash comes from this checkout's manifest when the file's stat is unchanged, else from its bytes."""
+        """Bring a still-valid record into memory: the one in memory or, by content hash, one from the disk cache."""
+        identity = self._identify(path, trust_stat)
+        return identity is None or self._adopt(path, *identity)
+
+    def _identify(self, path: str, trust_stat: bool = True) -> Identity | None:
+        """The stat and content hash of a file whose record in memory is not current (None: it is). The hash comes
+        from this checkout's manifest when the file's stat is unchanged, else from its bytes."""
         full = os.path.join(self._root_key, path)
         stat = os.stat(full)
         record = self._records.get(path)
         if record is not None and trust_stat and _same_stat(record.info, stat):
-            return True
+            return None
         known = self._known_stats().get(path) if trust_stat else None
         if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
-            sha1 = known[2]
-        else:
-            with open(full, "rb") as handle:
-                sha1 = hashlib.sha1(handle.read()).hexdigest()
+            return stat, known[2]
+        with open(full, "rb") as handle:
+            return stat, hashlib.sha1(handle.read()).hexdigest()
+
+    def _adopt(self, path: str, stat: os.stat_result, sha1: str) -> bool:
+        """Take the record of text `sha1` for `path`: the one in memory when its text is that, else the disk
+        cache's (False: none, or a damaged one)."""
+        record = self._records.get(path)
         if record is not None and record.info.sha1 == sha1:
             self._records[path] = IndexedFile(
                 replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
@@ -342,11 +380,36 @@ class RepoIndex:
         self._records[path] = loaded
         return True
 
-    def _reuse_or_false(self, path: str) -> bool:
-        try:
-            return self._reuse(path)
-        except OSError:  # vanished or unreadable: the parse attempt that follows drops it
-            return False
+    def _partition(self, paths: Sequence[str]) -> tuple[dict[str, Identity | None], list[str]]:
+        """The files whose text has a record (in memory or in the disk cache: only its name is looked up), with
+        their identity (None: the record in memory is current), and the files to parse."""
+        known: dict[str, Identity | None] = {}
+        stale: list[str] = []
+        for path in paths:
+            try:
+                identity = self._identify(path)
+            except OSError:  # vanished or unreadable: the parse attempt that follows drops it
+                stale.append(path)
+                continue
+            if identity is None or self._has_record(path, identity[1]):
+                known[path] = identity
+            else:
+                stale.append(path)
+        return known, stale
+
+    def _has_record(self, path: str, sha1: str) -> bool:
+        record = self._records.get(path)
+        if record is not None and record.info.sha1 == sha1:
+            return True
+        return self.cache_dir is not None and os.path.exists(content_name(self.cache_dir, sha1, self.options))
+
+    def _load_known(self, known: Mapping[str, Identity | None], meanwhile: Meanwhile) -> list[str]:
+        """Bring the records `_partition` found into memory, then run `meanwhile` on those files; the files whose
+        record could not be read back after all (damaged, or replaced since) are returned, to be parsed."""
+        late = [path for path, identity in known.items() if identity is not None and not self._adopt(path, *identity)]
+        missing = set(late)
+        meanwhile([path for path in known if path not in missing])
+        return late
 
     def _parse_into_memory(self, path: str) -> None:
         stat, source = _read(self._root_key, path)
@@ -367,19 +430,26 @@ class RepoIndex:
             parsed += 1
         return parsed
 
-    def _parse_parallel(self, paths: list[str], workers: int, companion: Companion | None) -> tuple[int, int]:
-        """Parse in worker processes: (files parsed, workers used); a pool that cannot start (a script
-        without a `__main__` guard, no process support) falls back to parsing here."""
+    def _parse_parallel(
+        self, paths: list[str], workers: int, companion: Companion | None, beside: Callable[[], list[str]]
+    ) -> tuple[int, int, list[str]]:
+        """Parse in worker processes while `beside` runs here: (files parsed, workers used, what `beside`
+        returned); a pool that cannot start (a script without a `__main__` guard, no process support) falls back to
+        parsing here."""
         job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
+        returned: list[str] | None = None
         try:
             with _pool(workers) as pool:
-                payloads = [p for p in pool.map(job, paths, chunksize=chunk) if p is not None]
+                pending = pool.map(job, paths, chunksize=chunk)
+                returned = beside()
+                payloads = [p for p in pending if p is not None]
         except (BrokenProcessPool, OSError, ValueError):  # ValueError: no such start method on this platform
-            return self._parse_serial(paths), 1
+            returned = beside() if returned is None else returned
+            return self._parse_serial(paths), 1, returned
         for payload in payloads:
             self._records[payload["info"][0]] = record_from_payload(payload)
-        return len(payloads), workers
+        return len(payloads), workers, returned
 
     def _normalize(self, path: str) -> str:
         text = path.strip().replace("\\", "/")
@@ -444,9 +514,18 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _worker_count(requested: int, stale: int) -> int:
-    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work."""
-    automatic = min(os.cpu_count() or 1, MAX_WORKERS) if stale >= PARALLEL_MIN_FILES else 1
+def _worth_a_worker(stale: int, reused: int) -> bool:
+    """Whether parsing `stale` files in a worker beside the caller's work on `reused` ones pays for the process."""
+    return stale >= OVERLAP_MIN_FILES and reused >= OVERLAP_MIN_REUSED
+
+
+def _worker_count(requested: int, stale: int, beside: bool = False) -> int:
+    """Processes for `stale` files: as requested, else one per core (capped) when there is enough work; with work
+    beside them, one per `OVERLAP_FILES_PER_WORKER` files (as many as the cores)."""
+    cores = min(os.cpu_count() or 1, MAX_WORKERS)
+    automatic = cores if stale >= PARALLEL_MIN_FILES else 1
+    if beside:
+        automatic = max(automatic, min(cores, stale // OVERLAP_FILES_PER_WORKER))
     return max(1, min(requested or automatic, stale))
 
 
