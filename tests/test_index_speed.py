@@ -248,6 +248,18 @@ def test_the_work_beside_a_build_gets_the_reused_files_while_a_worker_parses_the
     assert (parsed, workers) == (len(EDITED), 1)
 
 
+def test_no_worker_beside_a_caller_that_runs_other_threads(
+    edited: tuple[Path, Path], tmp_path: Path, busy_thread: None
+) -> None:
+    """A worker would come from a fork server there (a second or more to start): the new files are parsed here."""
+    old, new = edited
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    calls, alive, parsed, workers = _build_beside(new, cache, LARGE_SOURCES)
+    assert calls == [[p for p in LARGE_SOURCES if p not in EDITED]]
+    assert (alive, parsed, workers) == ([0], len(EDITED), 1)
+
+
 def test_a_few_new_files_beside_little_work_are_parsed_here_and_the_work_still_runs_once(
     worktrees: tuple[Path, Path], tmp_path: Path
 ) -> None:

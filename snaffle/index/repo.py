@@ -279,15 +279,17 @@ class RepoIndex:
         """Index every file (or those of `paths`, e.g. the non-test ones a localizer reads), reusing valid cache
         records; `workers` 0 picks processes by the work left; each worker also runs the `companion` on the files
         it parses (see `Companion`). `meanwhile` is called once with the paths whose records were reused, while
-        worker processes parse the rest when that pays (`_worth_a_worker`: a second core does the parsing). The
-        checkout's manifest is written after."""
+        worker processes parse the rest when that pays (`_worth_a_worker`: a second core does the parsing; only
+        forked workers, which start in milliseconds, so not while other threads run). The checkout's manifest is
+        written after."""
         listed = self.files()
         paths = listed if paths is None else sorted(set(paths) & set(listed))
         with _gc_paused():
             known, stale = self._partition(paths)
             load = partial(self._load_known, known, meanwhile or _nothing)
-            count = _worker_count(workers, len(stale), beside=meanwhile is not None)
-            if count > 1 or (meanwhile is not None and workers != 1 and _worth_a_worker(len(stale), len(known))):
+            beside = meanwhile is not None and workers != 1 and threading.active_count() == 1
+            count = _worker_count(workers, len(stale), beside=beside)
+            if count > 1 or (beside and _worth_a_worker(len(stale), len(known))):
                 parsed, count, late = self._parse_parallel(stale, count, companion, load)
             else:
                 late = load()
