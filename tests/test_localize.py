@@ -91,6 +91,16 @@ def test_noise_is_stripped_before_parsing() -> None:
     assert linked.paths == ("example.org/x/shop/cart.py",) and "example" not in linked.words  # paths kept, URLs not
 
 
+def test_an_issue_with_crlf_line_breaks_says_what_its_lf_twin_says() -> None:
+    issue = (
+        "Title\n```python\nimport numpy as np\nfrom shop.cart import Cart\n>>> c = Cart()\n```\n"
+        "ValueError: no discount code on item 3 for the winter season\n### Expected behavior\n" + REPORTERS_CODE
+    )
+    lf = parse_issue(issue, strip_template=True)
+    assert lf.imports and lf.quotes and lf.defined  # what a `$` at a line's end finds
+    assert parse_issue(issue.replace("\n", "\r\n"), strip_template=True) == lf
+
+
 def test_quotes_are_message_runs_and_code_lines() -> None:
     text = "ValueError: no discount code on <Item 3> for the winter season\n"
     found = quotes(text, ["total = cart.total() + shipping_cost(2)\nx = 1"])
@@ -124,6 +134,37 @@ def test_identifier_signal_skips_foreign_modules_and_the_reporters_variables(ind
     issue = "```\nimport numpy as np\nimport shop.cart as sc\nprice = np.price(3)\nsc.Cart().total()\n```"
     found = {e.selector for e in Localizer(index).identifier(parse_issue(issue))}
     assert "shop/cart.py::Cart.total" in found and "shop/pricing.py::price" not in found
+
+
+REPORTERS_CODE = """`Cart.total` is off by one for my own cart class:
+```python
+class Basket:
+    \"\"\"My basket.\"\"\"
+    items: list
+
+    def __init__(self, items):
+        self.shipping_cost = 0
+
+    def add_item(self, item):
+        ...
+>>> def price(x): return 1
+```
+"""
+
+
+def test_the_names_the_issue_code_defines_are_parsed_not_dunders_nor_prose() -> None:
+    facts = parse_issue(REPORTERS_CODE + "\nthen class Foo and def bar in prose\n")
+    assert facts.defined == ("Basket", "add_item", "price", "shipping_cost", "items")
+
+
+@pytest.mark.parametrize("defined_foreign", [True, False])
+def test_identifier_signal_skips_the_names_the_reporters_code_defines(index: RepoIndex, defined_foreign: bool) -> None:
+    tables = load("localize.toml")
+    tables["issue"]["defined_foreign"] = defined_foreign
+    found = {e.selector for e in Localizer(index, Weights.from_tables(tables)).identifier(parse_issue(REPORTERS_CODE))}
+    assert "shop/cart.py::Cart.total" in found
+    reporters = {"shop/cart.py::Cart.add_item", "shop/pricing.py::price", "shop/shipping.py::shipping_cost"}
+    assert found & reporters == (set() if defined_foreign else reporters)
 
 
 def test_member_signal_spreads_a_named_class_over_its_methods(index: RepoIndex) -> None:

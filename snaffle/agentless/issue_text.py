@@ -26,6 +26,14 @@ IMPORT_RE = re.compile(
 ASSIGNED_RE = re.compile(
     r"^[ \t]*(?:>>>[ \t]*)?(?P<names>[A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*=(?!=)", re.MULTILINE
 )
+PROMPT = r"^[ \t]*(?:>>>[ \t]*|\.\.\.[ \t]*)?"
+DEFINED_RES = (
+    re.compile(PROMPT + r"(?:async[ \t]+)?(?:class|def)[ \t]+(?P<name>[A-Za-z_]\w*)", re.MULTILINE),
+    re.compile(PROMPT + r"self\.(?P<name>[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.MULTILINE),
+    re.compile(r"^[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]*:[ \t]*[A-Za-z_][\w\[\], .|]*(?:=.*)?$", re.MULTILINE),
+)
+"""`class Square:`, `def end(self)`, `self.width = width`, an indented `start: Point`: definitions in the issue's
+code."""
 BOUND_RE = re.compile(
     r"^[ \t]*(?:>>>[ \t]*)?(?P<name>[A-Za-z_]\w*)[ \t]*=[ \t]*(?P<call>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\(", re.MULTILINE
 )
@@ -104,6 +112,8 @@ class IssueFacts:
     """(local name, module or module.name) bound by the import statements of the issue's code."""
     assigned: tuple[str, ...] = ()
     """Names the issue's code assigns: the reporter's variables, not the library's."""
+    defined: tuple[str, ...] = ()
+    """Names the issue's code defines (classes, functions, attributes; not dunders): mostly the reporter's own."""
     bound: tuple[tuple[str, str], ...] = ()
     """(variable, the last name of the callable whose call the issue's code assigned to it): `a = FiniteSet(1)`."""
     title_words: tuple[str, ...] = ()
@@ -138,6 +148,9 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         quotes=quotes(text, spans),
         imports=tuple((name, module) for span in spans for name, module in imports(span)),
         assigned=_unique(n.strip() for s in spans for m in ASSIGNED_RE.finditer(s) for n in m["names"].split(",")),
+        defined=_unique(
+            m["name"] for s in spans for r in DEFINED_RES for m in r.finditer(s) if not m["name"].startswith("__")
+        ),
         bound=tuple(
             dict.fromkeys((m["name"], m["call"].rsplit(".", 1)[-1]) for s in spans for m in BOUND_RE.finditer(s))
         ),
@@ -155,7 +168,9 @@ def title(text: str) -> str:
 
 
 def strip_noise(text: str) -> str:
-    """Drop template comments and pasted environment reports (`package: version` lines)."""
+    """Line breaks made `\n` (half of the dev set's issues came with `\r\n`, where a pattern's `$` never matched),
+    then drop template comments and pasted environment reports (`package: version` lines)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return VERSION_LINE_RE.sub("", HTML_COMMENT_RE.sub(" ", text))
 
 

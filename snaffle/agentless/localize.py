@@ -161,6 +161,8 @@ class Weights:
     file_bm25: Bm25Params
     strip_template: bool
     """[issue]: drop an issue template's headings, stock sentences and environment lines from the query words."""
+    defined_foreign: bool
+    """[issue]: the names the issue's code defines are the reporter's own, not names of the repository's entities."""
     generated: GeneratedRule
     """[generated]: files a tool wrote, left out of the ranking."""
 
@@ -178,12 +180,14 @@ class Weights:
             return data.table(tables, key, where)
 
         weights = data.required(part("weights"), (*ENTITY_SIGNALS, *FILE_SIGNALS), f"{where} [weights]")
+        issue = data.required(part("issue"), ("strip_template", "defined_foreign"), f"{where} [issue]")
         return cls(
             MappingProxyType(weights),
             data.record(Tuning, part("tuning"), f"{where} [tuning]"),
             data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
             data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
-            bool(data.required(part("issue"), ("strip_template",), f"{where} [issue]")["strip_template"]),
+            bool(issue["strip_template"]),
+            bool(issue["defined_foreign"]),
             GeneratedRule.from_table(part("generated"), f"{where} [generated]"),
         )
 
@@ -448,8 +452,9 @@ class Localizer:
         scores: Scores = {}
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         foreign = self._foreign_names(facts)
+        defined = set(facts.defined) if self.weights.defined_foreign else set()
         for identifier, weight in weighted:
-            if identifier in foreign or identifier.split(".")[0] in foreign:
+            if identifier in foreign or identifier.split(".")[0] in foreign or identifier.rsplit(".", 1)[-1] in defined:
                 continue
             for name in _name_forms(identifier):
                 matches = self.tables.by_name.get(name, [])
@@ -459,9 +464,10 @@ class Localizer:
         return scores
 
     def _foreign_names(self, facts: IssueFacts) -> set[str]:
-        """Local names bound to modules outside the repository, and the reporter's assigned variables."""
+        """Local names bound to modules outside the repository, and the reporter's own: the variables its code
+        assigns and, with `[issue] defined_foreign`, the names it defines."""
         foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
-        return foreign | set(facts.assigned)
+        return foreign | set(facts.assigned) | (set(facts.defined) if self.weights.defined_foreign else set())
 
     def named_member(self, facts: IssueFacts) -> Scores:
         """Methods the issue names with their class: `obj.meth` on an `obj = Class(...)` of its code (1), or a
