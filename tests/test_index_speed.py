@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from snaffle.agentless.documents import DOCUMENTS_DIR, DocumentStore
 from snaffle.agentless.localize import Localizer
+from snaffle.index.cache import IndexedFile
 from snaffle.index.repo import (
     OVERLAP_FILES_PER_WORKER,
     OVERLAP_MIN_FILES,
@@ -320,3 +322,31 @@ def test_workers_beside_a_caller_grow_with_the_new_files_up_to_the_cores(
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert _worker_count(0, stale, beside=beside) == expected
     assert _worker_count(1, stale, beside=beside) == 1  # asked for one: one
+
+
+def _slow_companion(source: bytes, record: IndexedFile) -> None:
+    """A companion that keeps a parse worker busy (module level: a forked worker runs it)."""
+    time.sleep(0.1)
+
+
+def test_a_parse_worker_that_dies_beside_the_callers_work_leaves_the_build_whole(
+    edited: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The worker is killed while the caller's work runs: the new files are parsed here after all, the caller's work
+    ran once, and every record is what a fresh index makes."""
+    old, new = edited
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    calls: list[int] = []
+
+    def kill_the_workers(reused: Sequence[str]) -> None:
+        calls.append(len(reused))
+        for child in multiprocessing.active_children():
+            child.kill()
+
+    index = RepoIndex(new, cache)
+    stats = index.build(paths=LARGE_SOURCES, companion=_slow_companion, meanwhile=kill_the_workers)
+    assert calls == [len(LARGE_SOURCES) - len(EDITED)]
+    assert (stats.parsed, stats.workers) == (len(EDITED), 1)
+    fresh = RepoIndex(new)
+    assert [index.entities(p) for p in EDITED] == [fresh.entities(p) for p in EDITED]

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -440,14 +440,19 @@ class RepoIndex:
         parsing here."""
         job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
-        returned: list[str] | None = None
-        try:
-            with _pool(workers) as pool:
-                pending = pool.map(job, paths, chunksize=chunk)
-                returned = beside()
-                payloads = [p for p in pending if p is not None]
-        except (BrokenProcessPool, OSError, ValueError):  # ValueError: no such start method on this platform
-            returned = beside() if returned is None else returned
+        failed = (BrokenProcessPool, OSError, ValueError)  # ValueError: no such start method on this platform
+        payloads: list[dict[str, Any]] | None = None
+        with ExitStack() as stack:
+            try:
+                pending = stack.enter_context(_pool(workers)).map(job, paths, chunksize=chunk)
+            except failed:
+                pending = None
+            returned = beside()  # once, whatever became of the pool (its own errors are the caller's)
+            try:
+                payloads = None if pending is None else [p for p in pending if p is not None]
+            except failed:
+                payloads = None
+        if payloads is None:
             return self._parse_serial(paths), 1, returned
         for payload in payloads:
             self._records[payload["info"][0]] = record_from_payload(payload)
