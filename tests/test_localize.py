@@ -70,7 +70,8 @@ def test_issue_parsing() -> None:
     assert "ShippingCost" in facts.prose_identifiers and "discount_rate" in facts.prose_identifiers
     assert [f.function for f in frames(TRACEBACK)] == ["total", "price"]
     assert frames("tests/test_x.py:12: in test_y\n")[0].line == 12
-    assert parse_issue("calc Rational('0.5', '100') is wrong (twice)").prose_identifiers == ("Rational",)
+    called = parse_issue("calc Rational('0.5', '100') is wrong (twice)")  # a call without backticks is code
+    assert (called.code_identifiers, called.prose_identifiers) == (("Rational",), ())
     assert tokenize("parseHTTPHeader snake_case_name") == [
         "parse",
         "http",
