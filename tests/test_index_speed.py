@@ -224,6 +224,15 @@ def edited(tmp_path: Path) -> tuple[Path, Path]:
     return old, new
 
 
+@pytest.fixture
+def seen(edited: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The edited worktree, and a cache holding the first commit's records (its worktree indexed)."""
+    old, new = edited
+    cache = tmp_path / "cache"
+    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    return new, cache
+
+
 def _build_beside(repo: Path, cache: Path, paths: Sequence[str]) -> tuple[list[list[str]], list[int], int, int]:
     """Build with work `meanwhile`: the paths it was given per call, the worker processes alive during each call,
     and the build's parsed and worker counts."""
@@ -239,24 +248,18 @@ def _build_beside(repo: Path, cache: Path, paths: Sequence[str]) -> tuple[list[l
 
 
 def test_the_work_beside_a_build_gets_the_reused_files_while_a_worker_parses_the_new_ones(
-    edited: tuple[Path, Path], tmp_path: Path
+    seen: tuple[Path, Path],
 ) -> None:
-    old, new = edited
-    cache = tmp_path / "cache"
-    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    new, cache = seen
     calls, alive, parsed, workers = _build_beside(new, cache, LARGE_SOURCES)
     assert calls == [[p for p in LARGE_SOURCES if p not in EDITED]]
     assert alive == [1], "the new texts are parsed by one worker process while the caller works"
     assert (parsed, workers) == (len(EDITED), 1)
 
 
-def test_no_worker_beside_a_caller_that_runs_other_threads(
-    edited: tuple[Path, Path], tmp_path: Path, busy_thread: None
-) -> None:
+def test_no_worker_beside_a_caller_that_runs_other_threads(seen: tuple[Path, Path], busy_thread: None) -> None:
     """A worker would come from a fork server there (a second or more to start): the new files are parsed here."""
-    old, new = edited
-    cache = tmp_path / "cache"
-    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    new, cache = seen
     calls, alive, parsed, workers = _build_beside(new, cache, LARGE_SOURCES)
     assert calls == [[p for p in LARGE_SOURCES if p not in EDITED]]
     assert (alive, parsed, workers) == ([0], len(EDITED), 1)
@@ -287,15 +290,13 @@ def test_a_localizer_prepared_beside_its_parse_worker_ranks_as_an_empty_cache(
 
 
 def test_a_damaged_record_found_beside_the_parse_worker_is_parsed_after_it_and_said_once(
-    edited: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    seen: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A record whose name is in the cache but whose content cannot be read back is parsed once the worker is done;
     the work beside gets only the files whose records were read."""
-    old, new = edited
-    cache = tmp_path / "cache"
-    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    new, cache = seen
     damaged = "pkg/__init__.py"
-    name = f"{RepoIndex(old).info(damaged).sha1[2:]}.json"
+    name = f"{RepoIndex(new).info(damaged).sha1[2:]}.json"  # a text the edit left as it was
     entry = next(p for p in cache.rglob(name) if DOCUMENTS_DIR not in p.parts)
     entry.write_text('{"format": "snaffle-structure/2", "sha1": "', encoding="utf-8")
     capsys.readouterr()
@@ -329,14 +330,10 @@ def _slow_companion(source: bytes, record: IndexedFile) -> None:
     time.sleep(0.1)
 
 
-def test_a_parse_worker_that_dies_beside_the_callers_work_leaves_the_build_whole(
-    edited: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_a_parse_worker_that_dies_beside_the_callers_work_leaves_the_build_whole(seen: tuple[Path, Path]) -> None:
     """The worker is killed while the caller's work runs: the new files are parsed here after all, the caller's work
     ran once, and every record is what a fresh index makes."""
-    old, new = edited
-    cache = tmp_path / "cache"
-    RepoIndex(old, cache).build(paths=LARGE_SOURCES)
+    new, cache = seen
     calls: list[int] = []
 
     def kill_the_workers(reused: Sequence[str]) -> None:

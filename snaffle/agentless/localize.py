@@ -33,6 +33,7 @@ from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, ident
 from snaffle.agentless.priors import discount, hubness
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
+from snaffle.index.cache import IndexedFile
 from snaffle.index.imports import imported_modules
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
@@ -238,13 +239,10 @@ class Localizer:
         # New files are parsed by worker processes (their documents built there too) while the documents of the
         # files seen before are loaded here; records the manifest.
         self.index.build(paths=paths, companion=store.companion(), meanwhile=partial(self._documents, store))
-        documents = self._documents(store, paths)
-        candidates: list[Entity] = []
-        numbers: dict[Entity, tuple[int, int]] = {}
-        for number, path in enumerate(paths):
-            entities = self.index.record(path).entities
-            numbers.update({entity: (number, local) for local, entity in enumerate(entities)})
-            candidates.extend(entities)
+        records = [self.index.record(path) for path in paths]
+        documents = [self._document(store, record) for record in records]
+        candidates = [entity for record in records for entity in record.entities]
+        numbers = {e: (n, local) for n, record in enumerate(records) for local, e in enumerate(record.entities)}
         store.report_damaged()
         self._tables = Tables(
             paths=paths,
@@ -261,13 +259,14 @@ class Localizer:
         )
         return self
 
-    def _documents(self, store: DocumentStore, paths: Sequence[str]) -> list[FileDocuments]:
-        """The documents of indexed files, from the store (which keeps them in memory for the next call)."""
-        found: list[FileDocuments] = []
+    def _documents(self, store: DocumentStore, paths: Sequence[str]) -> None:
+        """Bring the documents of indexed files into the store's memory (a build's work beside its parsing)."""
         for path in paths:
-            record = self.index.record(path)
-            found.append(store.get(record.info.sha1, record.entities, partial(self.index.source, path)))
-        return found
+            self._document(store, self.index.record(path))
+
+    def _document(self, store: DocumentStore, record: IndexedFile) -> FileDocuments:
+        """One file's documents, from the store (which keeps them in memory for the next call)."""
+        return store.get(record.info.sha1, record.entities, partial(self.index.source, record.info.path))
 
     @property
     def tables(self) -> Tables:
@@ -447,12 +446,13 @@ class Localizer:
 
     def identifier(self, facts: IssueFacts) -> Scores:
         """Names from the issue equal to entity names, weighted down when a name is common (IDF-like). The
-        reporter's own variables and names reached through a third-party import (`np.array`) are skipped."""
+        reporter's own variables and names reached through a third-party import (`np.array`) are skipped, and with
+        `[issue] defined_foreign` the names the issue's code defines (`Basket`, `self.width`)."""
         prose = self.weights.tuning.prose_identifier
         scores: Scores = {}
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
-        foreign = self._foreign_names(facts)
         defined = set(facts.defined) if self.weights.defined_foreign else set()
+        foreign = self._foreign_names(facts) | defined
         for identifier, weight in weighted:
             if identifier in foreign or identifier.split(".")[0] in foreign or identifier.rsplit(".", 1)[-1] in defined:
                 continue
@@ -464,10 +464,9 @@ class Localizer:
         return scores
 
     def _foreign_names(self, facts: IssueFacts) -> set[str]:
-        """Local names bound to modules outside the repository, and the reporter's own: the variables its code
-        assigns and, with `[issue] defined_foreign`, the names it defines."""
+        """Local names bound to modules outside the repository, and the reporter's assigned variables."""
         foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
-        return foreign | set(facts.assigned) | (set(facts.defined) if self.weights.defined_foreign else set())
+        return foreign | set(facts.assigned)
 
     def named_member(self, facts: IssueFacts) -> Scores:
         """Methods the issue names with their class: `obj.meth` on an `obj = Class(...)` of its code (1), or a

@@ -366,8 +366,8 @@ class RepoIndex:
     def _adopt(self, path: str, stat: os.stat_result, sha1: str) -> bool:
         """Take the record of text `sha1` for `path`: the one in memory when its text is that, else the disk
         cache's (False: none, or a damaged one)."""
-        record = self._records.get(path)
-        if record is not None and record.info.sha1 == sha1:
+        record = self._held(path, sha1)
+        if record is not None:
             self._records[path] = IndexedFile(
                 replace(record.info, mtime_ns=stat.st_mtime_ns, size=stat.st_size), record.entities
             )
@@ -399,9 +399,13 @@ class RepoIndex:
                 stale.append(path)
         return known, stale
 
-    def _has_record(self, path: str, sha1: str) -> bool:
+    def _held(self, path: str, sha1: str) -> IndexedFile | None:
+        """The record in memory for `path` when it is of the text `sha1`."""
         record = self._records.get(path)
-        if record is not None and record.info.sha1 == sha1:
+        return record if record is not None and record.info.sha1 == sha1 else None
+
+    def _has_record(self, path: str, sha1: str) -> bool:
+        if self._held(path, sha1) is not None:
             return True
         return self.cache_dir is not None and os.path.exists(content_name(self.cache_dir, sha1, self.options))
 
@@ -441,13 +445,13 @@ class RepoIndex:
         job = partial(_index_in_worker, self._root_key, self.cache_dir, self.options, companion)
         chunk = max(1, len(paths) // (workers * CHUNKS_PER_WORKER))
         failed = (BrokenProcessPool, OSError, ValueError)  # ValueError: no such start method on this platform
-        payloads: list[dict[str, Any]] | None = None
         with ExitStack() as stack:
             try:
                 pending = stack.enter_context(_pool(workers)).map(job, paths, chunksize=chunk)
             except failed:
                 pending = None
             returned = beside()  # once, whatever became of the pool (its own errors are the caller's)
+            payloads: list[dict[str, Any]] | None
             try:
                 payloads = None if pending is None else [p for p in pending if p is not None]
             except failed:
