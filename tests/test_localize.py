@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from snaffle.agentless.issue_text import frames, imports, parse_issue, quotes, strip_noise, tokenize
+from snaffle.agentless.issue_text import Frame, frames, imports, parse_issue, quotes, strip_noise, tokenize
 from snaffle.agentless.localize import (
     ENTITY_SIGNALS,
     FILE_SIGNALS,
@@ -22,7 +22,7 @@ from snaffle.agentless.localize import (
 )
 from snaffle.agentless.sbfl import ochiai, sbfl_scores
 from snaffle.data import DataError, load
-from snaffle.index.imports import imported_modules
+from snaffle.index.imports import imported_modules, imported_names
 from snaffle.index.repo import RepoIndex
 from snaffle.sandbox import Sandbox
 from tests.helpers import make_repo
@@ -70,6 +70,8 @@ def test_issue_parsing() -> None:
     assert "ShippingCost" in facts.prose_identifiers and "discount_rate" in facts.prose_identifiers
     assert [f.function for f in frames(TRACEBACK)] == ["total", "price"]
     assert frames("tests/test_x.py:12: in test_y\n")[0].line == 12
+    ipython = "File ~/env/lib/site-packages/shop/cart.py:18, in Cart.total(self)\n     17 def total(self):\n"
+    assert frames(ipython) == (Frame("~/env/lib/site-packages/shop/cart.py", 18, "Cart.total"),)
     called = parse_issue("calc Rational('0.5', '100') is wrong (twice)")  # a call without backticks is code
     assert (called.code_identifiers, called.prose_identifiers) == (("Rational",), ())
     assert tokenize("parseHTTPHeader snake_case_name") == [
@@ -227,6 +229,27 @@ def test_imported_modules_reads_every_import_statement_and_no_string() -> None:
     python2 = b"import pkg.core\nprint 'legacy'\nfrom pkg.util import helper\n"
     assert imported_modules(python2) == ["pkg.core", "pkg.util", "pkg.util.helper"]  # ast would say nothing
     assert imported_modules(b"\xff\xfe not python (\n") == []
+
+
+def test_imported_names_binds_each_name_to_what_it_stands_for() -> None:
+    source = (
+        b"from .core.ops import where, dot as d\n"
+        b"from . import testing\n"
+        b"from ..above import lost\n"
+        b"from os import path\n"
+        b"from .core import (\n    first,\n    second as two,\n)\n"
+        b"from .star import *\n"
+        b"import numpy as np\n"
+    )
+    assert imported_names(source, "pkg") == {
+        "where": "pkg.core.ops.where",
+        "d": "pkg.core.ops.dot",
+        "testing": "pkg.testing",
+        "path": "os.path",
+        "first": "pkg.core.first",
+        "two": "pkg.core.second",
+    }  # `..above` climbs out of the top package: no name
+    assert imported_names(b"from ..above import up\n", "pkg.sub")["up"] == "pkg.above.up"
 
 
 def test_bm25_signal_ranks_by_words(index: RepoIndex) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from snaffle.agentless.graph import RefGraph, pagerank
 from snaffle.agentless.issue_text import Frame, parse_issue
 from snaffle.agentless.localize import Localizer, frame_entity
@@ -68,6 +70,46 @@ def test_a_qualified_name_resolves_to_its_one_entity(tmp_path: Path) -> None:
     scores = selectors(located.qualified(parse_issue("`web.sessions.Session.send` drops the body")))
     assert scores == {"web/sessions.py::Session.send": 1.0}
     assert located.qualified(parse_issue("`web.nowhere.Session.send` and `os.path.join`")) == {}
+
+
+def test_a_name_a_package_re_exports_resolves_where_it_is_defined(tmp_path: Path) -> None:
+    """`web.send_all` is defined in web/chain.py as `entry` and re-exported twice: `web` -> `web.api` -> chain."""
+    files = {
+        **FILES,
+        "web/__init__.py": "from .api import send_all, Session\n",
+        "web/api.py": "from .chain import entry as send_all\nfrom web.sessions import Session\n",
+    }
+    located = Localizer(RepoIndex(make_repo(tmp_path / "web", files)))
+    for issue in (
+        "`web.send_all(2)` is off by one",
+        "```\nimport web as w\nw.send_all(2)\n```",
+        "```\nfrom web import send_all\nsend_all(2)\n```",
+    ):
+        assert selectors(located.qualified(parse_issue(issue))) == {"web/chain.py::entry": 1.0}, issue
+    assert selectors(located.qualified(parse_issue("`web.Session.send` drops it"))) == {
+        "web/sessions.py::Session.send": 1.0
+    }
+    assert located.qualified(parse_issue("`web.missing` and `web.api.nothing`")) == {}
+
+
+def test_an_imported_name_counts_for_the_one_definition_it_resolves_to(tmp_path: Path) -> None:
+    """Two `entry`s: the issue's import says which one it ran; a bare name is shared out as before."""
+    files = {**FILES, "web/__init__.py": "from .chain import entry\n", "web/other.py": "def entry(x):\n    return x\n"}
+    located = Localizer(RepoIndex(make_repo(tmp_path / "web", files)))
+    resolved = selectors(located.identifier(parse_issue("```\nfrom web import entry\nentry(2)\n```")))
+    assert resolved == {"web/chain.py::entry": 1.0}
+    assert selectors(located.identifier(parse_issue("`web.chain.entry` is off"))) == {"web/chain.py::entry": 1.0}
+    shared = selectors(located.identifier(parse_issue("`entry(2)` is off")))
+    assert shared == {
+        "web/chain.py::entry": pytest.approx(0.63, abs=0.01),
+        "web/other.py::entry": pytest.approx(0.63, abs=0.01),
+    }
+
+
+def test_a_re_export_cycle_ends(tmp_path: Path) -> None:
+    files = {**FILES, "web/__init__.py": "from .api import loop\n", "web/api.py": "from web import loop\n"}
+    located = Localizer(RepoIndex(make_repo(tmp_path / "web", files)))
+    assert located.qualified(parse_issue("`web.loop` hangs")) == {}
 
 
 def test_a_quoted_error_message_points_at_the_raise_not_at_a_mention(tmp_path: Path) -> None:

@@ -66,6 +66,21 @@ def test_named_member_pairs_a_method_with_its_class_named_apart(localizer: Local
     assert localizer.named_member(parse_issue("`write()` is broken")) == {}
 
 
+def test_named_member_takes_a_method_written_with_its_class(localizer: Localizer) -> None:
+    """`HtmlWriter.write(...)`: the class is named in the dotted name itself, so CsvWriter.write is not it."""
+    found = selectors(localizer.named_member(parse_issue("```\n>>> HtmlWriter.write(t)\n```\nraises")))
+    assert found == {"tables/html.py::HtmlWriter.write": 1.0}
+
+
+def test_named_member_leaves_a_traceback_frames_qualified_name_to_the_traceback(localizer: Localizer) -> None:
+    """IPython prints `in HtmlWriter.write(self)`: where the error passed, weighed by the traceback signal's decay."""
+    issue = "```\nFile ~/site-packages/tables/html.py:5, in HtmlWriter.write(self, table)\nKeyError: 1\n```"
+    facts = parse_issue(issue)
+    assert "HtmlWriter.write" in facts.code_identifiers
+    assert localizer.named_member(facts) == {}
+    assert selectors(localizer.traceback(facts)) == {"tables/html.py::HtmlWriter.write": 1.0}
+
+
 def test_own_name_scores_the_share_of_a_name_the_issue_spells(localizer: Localizer) -> None:
     facts = parse_issue("The html writer does not write the formats of a table")
     found = selectors(localizer.signals(facts, every=True).entity["own_name"])
@@ -124,3 +139,37 @@ def test_the_function_prior_scales_functions_and_leaves_methods(localizer: Local
     tuning = replace(packaged.tuning, class_prior=1.0, function_prior=0.5, file_to_entity=0.0)
     ranked = rank(signals, replace(packaged, weights=only, tuning=tuning), 5)[1]
     assert [(e.selector, e.score) for e in ranked] == [(write.selector, 0.8), (convert.selector, 0.5)]
+
+
+CLIENT: dict[str, str | bytes] = {
+    "net/__init__.py": "",
+    "net/client.py": (
+        "class Client:\n"
+        "    def __init__(self, config):\n"
+        "        self.config = config\n\n"
+        "    def send(self, request):\n"
+        "        for attempt in range(self.config.max_retries):\n"
+        "            if request.ok:\n"
+        "                raise ValueError(attempt)\n\n"
+        "    def close(self):\n"
+        "        return None\n"
+    ),
+    "net/settings.py": "DEFAULTS = {'max_retries': 3}\n\n\ndef describe(value):\n    return str(value)\n",
+    "net/crowd.py": "".join(f"def job_{n}(total):\n    return total.time_out\n\n\n" for n in range(31)),
+}
+
+
+def test_uses_finds_the_body_reading_a_name_nothing_defines(tmp_path: Path) -> None:
+    """`max_retries` is a setting: no definition bears it, the body that reads it is where it acts."""
+    located = Localizer(RepoIndex(make_repo(tmp_path / "net", CLIENT)))
+    found = selectors(located.signals(parse_issue("`max_retries` is ignored by the client"), every=True).entity["uses"])
+    assert found == {"net/client.py::Client.send": 1.0}  # settings.py spells it in a module constant: no body
+
+
+def test_uses_skips_builtins_the_reporters_names_and_a_name_every_body_uses(tmp_path: Path) -> None:
+    located = Localizer(RepoIndex(make_repo(tmp_path / "net", CLIENT)))
+    assert located.uses(parse_issue("It raises `ValueError` in `send`")) == {}  # Python's name, not the repository's
+    assert located.uses(parse_issue("```\nmax_retries = 2\nClient(max_retries)\n```")) == {}  # the reporter's
+    assert located.uses(parse_issue("`time_out` is wrong")) == {}  # 31 bodies read it: says nothing
+    weak = selectors(located.uses(parse_issue("the max_retries setting is ignored")))  # prose: half of a code span
+    assert weak == {"net/client.py::Client.send": 0.5}

@@ -14,7 +14,9 @@ PATH_RE = re.compile(r"(?:[\w.-]+/)*[\w.-]+\.py\b")
 FRAME_RES = (
     re.compile(r'File "(?P<path>[^"]+\.py)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'),
     re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):(?: in (?P<func>[\w<>.]+))?", re.MULTILINE),
+    re.compile(r"^[ \t]*File (?P<path>[^\s\"]+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)", re.MULTILINE),
 )
+"""`File "x.py", line 3, in f` (Python), `x.py:3: in f` (pytest), `File ~/x.py:3, in Class.f(self)` (IPython 8)."""
 CAMEL_RE = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")
 SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 CALL_RE = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?=\()")
@@ -227,7 +229,7 @@ def code_spans(text: str) -> list[str]:
 
 
 def frames(text: str) -> tuple[Frame, ...]:
-    """Traceback frames in the order printed (outermost first), Python and pytest styles."""
+    """Traceback frames in the order printed (outermost first), Python, pytest and IPython styles."""
     found: list[tuple[int, Frame]] = []
     for pattern in FRAME_RES:
         for match in pattern.finditer(text):

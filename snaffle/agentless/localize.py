@@ -12,6 +12,7 @@ A prior learned from the repository alone discounts generic files (priors.py). T
 
 from __future__ import annotations
 
+import builtins
 import math
 import tempfile
 import time
@@ -34,7 +35,7 @@ from snaffle.agentless.priors import discount, hubness
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
 from snaffle.index.cache import IndexedFile
-from snaffle.index.imports import imported_modules
+from snaffle.index.imports import imported_modules, imported_names, module_name
 from snaffle.index.parse import Entity, innermost
 from snaffle.index.repo import RepoIndex
 
@@ -56,6 +57,12 @@ PAGERANK_SEEDS = 10
 FRAME_NAME_MISS = 0.5
 """A frame whose function is not defined in its file counts this much at the entity of its line."""
 DISPATCH_MIN_CHARS = 3
+REEXPORT_HOPS = 3
+"""How many `from x import name` a dotted name is followed through (`pkg` -> `pkg.sub` -> `pkg.sub.mod`)."""
+USES_CAP = 30
+BUILTINS = frozenset(dir(builtins))
+"""`ValueError`, `isinstance`: Python's names, not the repository's."""
+"""A name more bodies use than this (`dtype`, `node_id`) says nothing about which of them reads it."""
 """The shortest name the dispatch signal matches after a handler's prefix (`_print_` + `Add`)."""
 OWN_NAME_FILES = 10
 """The files (ranked by their file-level signals) whose entities the own-name and parameter signals look at."""
@@ -119,6 +126,7 @@ ENTITY_SIGNALS = (
     "own_name",
     "param_name",
     "dispatch",
+    "uses",
     "reach",
     "title",
     "title_named",
@@ -229,6 +237,7 @@ class Localizer:
         self._tables: Tables | None = None
         self._graph: RefGraph | None = None
         self._generic: dict[str, float] | None = None
+        self._imports: dict[str, dict[str, str]] = {}
 
     def prepare(self, store: DocumentStore | None = None) -> Localizer:
         """The per-repository work, done once: every non-test file's documents (cached by content hash next to
@@ -357,6 +366,7 @@ class Localizer:
             "own_name": lambda: self.own_name(facts, files),
             "param_name": lambda: self.param_name(facts, files),
             "dispatch": lambda: self.dispatch(facts),
+            "uses": lambda: self.uses(facts),
             "reach": lambda: self.reach(named),
             "title": lambda: self.bm25(facts.title_words),
             "title_named": lambda: self.identifier(
@@ -382,15 +392,21 @@ class Localizer:
         return scores
 
     def qualified(self, facts: IssueFacts) -> Scores:
-        """Dotted names that resolve to a module and a qualname in it (`pkg.mod.Class.meth`): that one entity."""
+        """Dotted names that resolve to a module and a qualname in it (`pkg.mod.Class.meth`): that one entity. A
+        name the issue's code imported stands for its module's (`xr.where` after `import xarray as xr`, `where`
+        after `from xarray import where`: xarray.where, re-exported from xarray.core.computation)."""
+        imported = dict(facts.imports)
         scores: Scores = {}
-        for dotted in (i for i in facts.code_identifiers + facts.prose_identifiers if "." in i):
-            if entity := self.resolve_dotted(dotted):
+        for identifier in facts.code_identifiers + facts.prose_identifiers:
+            head, dot, rest = identifier.partition(".")
+            dotted = f"{imported[head]}{dot}{rest}" if head in imported else identifier
+            if "." in dotted and (entity := self.resolve_dotted(dotted)):
                 scores[entity] = 1.0
         return scores
 
-    def resolve_dotted(self, dotted: str) -> Entity | None:
-        """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file."""
+    def resolve_dotted(self, dotted: str, hops: int = REEXPORT_HOPS) -> Entity | None:
+        """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file; a name
+        the module imports rather than defines (a package's `__init__` re-exporting it) is followed there."""
         parts = dotted.split(".")
         for end in range(len(parts) - 1, 0, -1):
             stem = "/".join(parts[:end])
@@ -401,7 +417,18 @@ class Localizer:
                     found = [e for e in self.index.entities(path) if e.qualname.split("@")[0] == qualname]
                     if found:
                         return found[0]
+                    target = self._imported_names(path).get(parts[end]) if hops else None
+                    if target and (entity := self.resolve_dotted(".".join([target, *parts[end + 1 :]]), hops - 1)):
+                        return entity
         return None
+
+    def _imported_names(self, path: str) -> Mapping[str, str]:
+        """What a repository file's `from` imports bind (`imports.imported_names`), read once per file."""
+        if path not in self._imports:
+            package = module_name(self.index.root, path)
+            package = package if path.endswith("__init__.py") else package.rpartition(".")[0]
+            self._imports[path] = imported_names(self.index.source(path), package)
+        return self._imports[path]
 
     def raises(self, facts: IssueFacts) -> Scores:
         """Quoted messages found verbatim where the code raises or warns (within `RAISE_WINDOW` lines before
@@ -453,8 +480,14 @@ class Localizer:
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         defined = set(facts.defined) if self.weights.defined_foreign else set()
         foreign = self._foreign_names(facts) | defined
+        imported = dict(facts.imports)
         for identifier, weight in weighted:
             if identifier in foreign or identifier.split(".")[0] in foreign or identifier.rsplit(".", 1)[-1] in defined:
+                continue
+            head, dot, rest = identifier.partition(".")
+            dotted = f"{imported[head]}{dot}{rest}" if head in imported else identifier
+            if "." in dotted and (resolved := self.resolve_dotted(dotted)):
+                scores[resolved] = min(1.0, scores.get(resolved, 0.0) + weight)
                 continue
             for name in _name_forms(identifier):
                 matches = self.tables.by_name.get(name, [])
@@ -469,15 +502,18 @@ class Localizer:
         return foreign | set(facts.assigned)
 
     def named_member(self, facts: IssueFacts) -> Scores:
-        """Methods the issue names with their class: `obj.meth` on an `obj = Class(...)` of its code (1), or a
-        method name beside its class's name anywhere in the issue (shared out over all such pairs)."""
+        """Methods the issue names with their class: `Class.meth`, or `obj.meth` on an `obj = Class(...)` of its
+        code (1), or a method name beside its class's name anywhere in the issue (shared out over all such pairs)."""
         identifiers = [i for i in (*facts.code_identifiers, *facts.prose_identifiers) if not i.startswith("_")]
         names = {i.rsplit(".", 1)[-1] for i in identifiers}
         bound = dict(facts.bound)
-        resolved = {(bound[p[-2]], p[-1]) for i in identifiers if len(p := i.split(".")) >= 2 and p[-2] in bound}
+        ran = {frame.function for frame in facts.frames}  # where a traceback ran, not what the reporter named
+        dotted = [p for i in identifiers if len(p := i.split(".")) >= 2 and i not in ran]
+        resolved = {(bound.get(p[-2], p[-2]), p[-1]) for p in dotted}
+        owners = names | {owner for owner, _ in resolved}
         scores: Scores = {}
         mentioned: list[Entity] = []
-        for owner in (e for n in names for e in self.tables.by_name.get(n, []) if e.kind == "class"):
+        for owner in (e for n in owners for e in self.tables.by_name.get(n, []) if e.kind == "class"):
             for method in self.tables.members.get(owner, []):
                 if (owner.name, method.name) in resolved:
                     scores[method] = 1.0
@@ -485,6 +521,40 @@ class Localizer:
                     mentioned.append(method)
         for method in mentioned:
             scores[method] = max(scores.get(method, 0.0), 1.0 / math.sqrt(len(mentioned)))
+        return scores
+
+    def uses(self, facts: IssueFacts) -> Scores:
+        """Entities whose bodies use a compound name the issue writes that no definition bears (`autodoc_typehints`,
+        a setting read as `config.autodoc_typehints`; `max_depth`, an attribute): the code that reads it. A name
+        many bodies use counts less (as `identifier`); the reporter's own variables and Python's builtins are
+        skipped."""
+        prose = self.weights.tuning.prose_identifier
+        foreign = self._foreign_names(facts)
+        weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
+        terms: dict[str, float] = {}
+        for identifier, weight in weighted:
+            name = identifier.rsplit(".", 1)[-1]
+            if (
+                identifier.split(".")[0] in foreign
+                or name in foreign
+                or name in self.tables.by_name
+                or name in BUILTINS
+            ):
+                continue
+            if len(identifier_pieces(name)) > 1:  # `autodoc_typehints`: its pieces and itself, one word
+                term = name.lower().strip("_")
+                terms[term] = max(terms.get(term, 0.0), weight)
+        scores: Scores = {}
+        for term, weight in terms.items():
+            tables = zip(self.tables.paths, self.tables.documents, strict=True)
+            files = [(path, doc.bodies[term][0::2]) for path, doc in tables if term in doc.bodies]
+            count = sum(len(locals_) for _, locals_ in files)
+            if count > USES_CAP:
+                continue
+            for path, locals_ in files:
+                entities = self.index.entities(path)
+                for entity in (entities[local] for local in locals_):
+                    scores[entity] = min(1.0, scores.get(entity, 0.0) + weight / math.log2(1 + count))
         return scores
 
     def own_name(self, facts: IssueFacts, files: Mapping[str, FileScores]) -> Scores:

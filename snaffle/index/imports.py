@@ -61,3 +61,34 @@ def module_name(root: Path, path: str) -> str:
         top -= 1
     dotted = ".".join(parts[top:])
     return dotted.removesuffix(".__init__")
+
+
+def imported_names(source: bytes, package: str) -> dict[str, str]:
+    """Each name a file's `from` imports bind, with the absolute dotted name it stands for: in package `pkg`,
+    `from .core.ops import where as w` binds `w` to pkg.core.ops.where (how a package's `__init__` re-exports
+    what its modules define). Wildcards bind no name; a relative import above the top package is left out."""
+    tree = Parser(python_language()).parse(source)
+    statements = QueryCursor(_imports_query()).captures(tree.root_node).get("import", [])
+    bound: dict[str, str] = {}
+    for statement in (s for s in statements if s.type == "import_from_statement"):
+        module = statement.child_by_field_name("module_name")
+        base = _absolute(module, package) if module is not None else None
+        for child in statement.children_by_field_name("name") if base else ():
+            alias = child.child_by_field_name("alias") if child.type == "aliased_import" else None
+            name = _text(_target(child))
+            bound[_text(alias) if alias else name] = f"{base}.{name}"
+    return bound
+
+
+def _absolute(module: Node, package: str) -> str | None:
+    """The absolute name of an import's module (`..ops` in package a.b: a.ops)."""
+    if module.type != "relative_import":
+        return _text(module)
+    prefix = next((c for c in module.children if c.type == "import_prefix"), None)
+    dots = len(_text(prefix)) if prefix is not None else 0
+    rest = next((_text(c) for c in module.children if c.type == "dotted_name"), "")
+    parts = package.split(".") if package else []
+    if dots - 1 >= len(parts):
+        return None
+    base = parts[: len(parts) - (dots - 1)]
+    return ".".join([*base, rest] if rest else base)
