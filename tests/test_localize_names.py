@@ -166,10 +166,17 @@ def test_uses_finds_the_body_reading_a_name_nothing_defines(tmp_path: Path) -> N
     assert found == {"net/client.py::Client.send": 1.0}  # settings.py spells it in a module constant: no body
 
 
-def test_uses_skips_builtins_the_reporters_names_and_a_name_every_body_uses(tmp_path: Path) -> None:
+def test_uses_reads_a_setting_the_reporter_assigns(tmp_path: Path) -> None:
+    """`max_retries = 2` in the reporter's config: the name the repository reads, not a variable of their own."""
+    located = Localizer(RepoIndex(make_repo(tmp_path / "net", CLIENT)))
+    found = selectors(located.uses(parse_issue("```\nmax_retries = 2\nclient = Client(config)\n```")))
+    assert found == {"net/client.py::Client.send": 1.0}
+
+
+def test_uses_skips_builtins_another_librarys_names_and_a_name_every_body_uses(tmp_path: Path) -> None:
     located = Localizer(RepoIndex(make_repo(tmp_path / "net", CLIENT)))
     assert located.uses(parse_issue("It raises `ValueError` in `send`")) == {}  # Python's name, not the repository's
-    assert located.uses(parse_issue("```\nmax_retries = 2\nClient(max_retries)\n```")) == {}  # the reporter's
+    assert located.uses(parse_issue("```\nfrom other import max_retries\nmax_retries()\n```")) == {}  # theirs
     assert located.uses(parse_issue("`time_out` is wrong")) == {}  # 31 bodies read it: says nothing
     weak = selectors(located.uses(parse_issue("the max_retries setting is ignored")))  # prose: half of a code span
     assert weak == {"net/client.py::Client.send": 0.5}

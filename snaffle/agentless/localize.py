@@ -526,10 +526,11 @@ class Localizer:
     def uses(self, facts: IssueFacts) -> Scores:
         """Entities whose bodies use a compound name the issue writes that no definition bears (`autodoc_typehints`,
         a setting read as `config.autodoc_typehints`; `max_depth`, an attribute): the code that reads it. A name
-        many bodies use counts less (as `identifier`); the reporter's own variables and Python's builtins are
-        skipped."""
+        many bodies use counts less (as `identifier`); names bound to another library and Python's builtins are
+        skipped. A name the issue's code assigns counts: `autodoc_typehints = "description"` in a reporter's
+        conf.py is the setting the repository reads."""
         prose = self.weights.tuning.prose_identifier
-        foreign = self._foreign_names(facts)
+        foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         terms: dict[str, float] = {}
         for identifier, weight in weighted:
