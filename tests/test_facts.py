@@ -117,11 +117,12 @@ def test_a_snippet_that_raises_localizes_to_the_raising_entity(shelf_repo: Path,
     assert run.seen.raised.repo_frames[-1][0] == "shelf/core.py"
     index = RepoIndex(shelf_repo)
     localizer = Localizer(index)
-    without = localizer.localize(RAISING_ISSUE)
+    without = {c.selector: c for c in localizer.localize(RAISING_ISSUE, top=50).entities}
     with_execution = localizer.localize(RAISING_ISSUE, execution=facts.signals(found, index))
-    assert without.entities[0].selector != "shelf/core.py::Shelf.__setitem__"  # the issue names the class only
-    assert with_execution.entities[0].selector == "shelf/core.py::Shelf.__setitem__"
-    assert "raised" in with_execution.entities[0].signals
+    raising = with_execution.entities[0]
+    assert raising.selector == "shelf/core.py::Shelf.__setitem__" and "raised" in raising.signals
+    assert "raised" not in without[raising.selector].signals  # the issue names the class only: the run says where
+    assert raising.score > without[raising.selector].score + 1.0
     executed = {e.selector for e in facts.signals(found, index)["executed"]}
     assert executed == {"shelf/core.py::Shelf.__init__", "shelf/core.py::Shelf.__setitem__"}
 
