@@ -57,13 +57,13 @@ PAGERANK_SEEDS = 10
 FRAME_NAME_MISS = 0.5
 """A frame whose function is not defined in its file counts this much at the entity of its line."""
 DISPATCH_MIN_CHARS = 3
+"""The shortest name the dispatch signal matches after a handler's prefix (`_print_` + `Add`)."""
 REEXPORT_HOPS = 3
 """How many `from x import name` a dotted name is followed through (`pkg` -> `pkg.sub` -> `pkg.sub.mod`)."""
 USES_CAP = 30
+"""A name more bodies use than this (`dtype`, `node_id`) says nothing about which of them reads it."""
 BUILTINS = frozenset(dir(builtins))
 """`ValueError`, `isinstance`: Python's names, not the repository's."""
-"""A name more bodies use than this (`dtype`, `node_id`) says nothing about which of them reads it."""
-"""The shortest name the dispatch signal matches after a handler's prefix (`_print_` + `Add`)."""
 OWN_NAME_FILES = 10
 """The files (ranked by their file-level signals) whose entities the own-name and parameter signals look at."""
 SELF_NAMES = frozenset({"self", "cls", "args", "kwargs"})
@@ -398,11 +398,16 @@ class Localizer:
         imported = dict(facts.imports)
         scores: Scores = {}
         for identifier in facts.code_identifiers + facts.prose_identifiers:
-            head, dot, rest = identifier.partition(".")
-            dotted = f"{imported[head]}{dot}{rest}" if head in imported else identifier
-            if "." in dotted and (entity := self.resolve_dotted(dotted)):
+            if entity := self.resolve_named(identifier, imported):
                 scores[entity] = 1.0
         return scores
+
+    def resolve_named(self, identifier: str, imported: Mapping[str, str]) -> Entity | None:
+        """The one definition a name of the issue stands for, when its import (`imported`: local name -> module
+        or module.name, from the issue's code) or its dotted form says which (`resolve_dotted`)."""
+        head, dot, rest = identifier.partition(".")
+        dotted = f"{imported[head]}{dot}{rest}" if head in imported else identifier
+        return self.resolve_dotted(dotted) if "." in dotted else None
 
     def resolve_dotted(self, dotted: str, hops: int = REEXPORT_HOPS) -> Entity | None:
         """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file; a name
@@ -484,9 +489,7 @@ class Localizer:
         for identifier, weight in weighted:
             if identifier in foreign or identifier.split(".")[0] in foreign or identifier.rsplit(".", 1)[-1] in defined:
                 continue
-            head, dot, rest = identifier.partition(".")
-            dotted = f"{imported[head]}{dot}{rest}" if head in imported else identifier
-            if "." in dotted and (resolved := self.resolve_dotted(dotted)):
+            if resolved := self.resolve_named(identifier, imported):
                 scores[resolved] = min(1.0, scores.get(resolved, 0.0) + weight)
                 continue
             for name in _name_forms(identifier):
@@ -498,8 +501,11 @@ class Localizer:
 
     def _foreign_names(self, facts: IssueFacts) -> set[str]:
         """Local names bound to modules outside the repository, and the reporter's assigned variables."""
-        foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
-        return foreign | set(facts.assigned)
+        return self._foreign_imports(facts) | set(facts.assigned)
+
+    def _foreign_imports(self, facts: IssueFacts) -> set[str]:
+        """Local names the issue's code binds to modules outside the repository (`np`, `from attr import s`)."""
+        return {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
 
     def named_member(self, facts: IssueFacts) -> Scores:
         """Methods the issue names with their class: `Class.meth`, or `obj.meth` on an `obj = Class(...)` of its
@@ -530,7 +536,7 @@ class Localizer:
         skipped. A name the issue's code assigns counts: `autodoc_typehints = "description"` in a reporter's
         conf.py is the setting the repository reads."""
         prose = self.weights.tuning.prose_identifier
-        foreign = {name for name, module in facts.imports if self.module_path(module.split(".")[0]) is None}
+        foreign = self._foreign_imports(facts)
         weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         terms: dict[str, float] = {}
         for identifier, weight in weighted:
