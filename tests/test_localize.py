@@ -361,3 +361,10 @@ def test_an_unknown_weight_or_a_missing_table_is_an_error_naming_it() -> None:
         Weights.from_tables(tables)
     with pytest.raises(DataError, match=r"lacks the required table \[tuning\]"):
         Weights.from_tables({k: v for k, v in load("localize.toml").items() if k != "tuning"})
+
+
+def test_a_call_in_prose_is_read_from_where_its_name_starts() -> None:
+    """`.replace()` and a chained `.values(` are calls; inside `a.b.c(` only the whole dotted name is one."""
+    facts = parse_issue("using .replace() is faster than str.translate(), and\nqs.annotate(x=1)\n .values('x')\n")
+    assert {"replace", "str.translate", "qs.annotate", "values"} <= set(facts.code_identifiers)
+    assert "translate" not in facts.code_identifiers and "annotate" not in facts.code_identifiers

@@ -4,6 +4,7 @@ and the code a named test exercises."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,17 @@ def test_the_import_graph_reaches_the_files_a_named_file_imports(tmp_path: Path)
     scores = located.imported(located.path_mention(facts), {})
     assert scores == {"web/sessions.py": 1 / 2**0.5, "web/chain.py": 1 / 2**0.5}
     assert located.imported({}, {}) == {}
+
+
+def test_an_issue_of_endless_dotted_names_is_read_in_bounded_time(tmp_path: Path) -> None:
+    """A hostile issue: 100 KB of 2,000-part dotted chains (30 s to localize before: the path and call patterns
+    backtracked over each chain from every position, and each chain was looked up as a module at every length)."""
+    chains = "\n".join(".".join(f"web{n}x{i}" for i in range(2000)) for n in range(5))
+    issue = f"```\n{chains}\nweb.sessions.Session.send(x)\n```\nand `web.chain.entry` in web/chain.py"
+    located = localizer(tmp_path)
+    started = time.monotonic()
+    facts = parse_issue(issue)
+    found = located.localize(issue)
+    assert time.monotonic() - started < 5.0
+    assert facts.paths == ("web/chain.py",) and "web.sessions.Session.send" in facts.code_identifiers
+    assert "web/sessions.py::Session.send" in {c.selector for c in found.entities}

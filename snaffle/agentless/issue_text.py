@@ -10,7 +10,9 @@ FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 INLINE_RE = re.compile(r"`([^`\n]+)`")
 INDENTED_RE = re.compile(r"(?:^(?: {4}|\t).*\n?)+", re.MULTILINE)
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-PATH_RE = re.compile(r"(?:[\w.-]+/)*[\w.-]+\.py\b")
+PATH_RE = re.compile(r"(?<![\w.-])(?:[\w.-]+/)*[\w.-]+\.py\b")
+"""A path starts where a run of path characters starts (tried at every dot of a long dotted name, it backtracked
+over the rest of the name each time: quadratic)."""
 FRAME_RES = (
     re.compile(r'File "(?P<path>[^"]+\.py)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'),
     re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):(?: in (?P<func>[\w<>.]+))?", re.MULTILINE),
@@ -19,8 +21,10 @@ FRAME_RES = (
 """`File "x.py", line 3, in f` (Python), `x.py:3: in f` (pytest), `File ~/x.py:3, in Class.f(self)` (IPython 8)."""
 CAMEL_RE = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")
 SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
-CALL_RE = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?=\()")
-"""`Rational(` or `sympy.Rational(` in prose: code written without backticks, counted as code (19 of 169 dev issues
+CALL_RE = re.compile(r"(?:(?<![\w.])|(?<=\.)(?<!\w\.))[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?=\()")
+"""`Rational(` or `sympy.Rational(` in prose (a dotted name from its start, or a method after a `.` that follows no
+name: `.replace(`, `x[0].sum(`; tried at every dot inside a long dotted name, it scanned the rest of the name each
+time): code written without backticks, counted as code (19 of 169 dev issues
 call a name only in prose; leave-one-repository-out, the same fold weights: file@5 87.6 -> 88.2 %, entity@10 68.5
 -> 69.1 % against counting them as prose)."""
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

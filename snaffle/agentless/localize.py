@@ -58,6 +58,9 @@ FRAME_NAME_MISS = 0.5
 """A frame whose function is not defined in its file counts this much at the entity of its line."""
 DISPATCH_MIN_CHARS = 3
 """The shortest name the dispatch signal matches after a handler's prefix (`_print_` + `Add`)."""
+DOTTED_PARTS_CAP = 12
+"""A dotted name longer than this names no module path and qualname (sympy's deepest: 7); a longer one is not looked
+up (each length of it would be: quadratic in a hostile issue's endless chains)."""
 REEXPORT_HOPS = 3
 """How many `from x import name` a dotted name is followed through (`pkg` -> `pkg.sub` -> `pkg.sub.mod`)."""
 USES_CAP = 30
@@ -413,7 +416,7 @@ class Localizer:
         """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file; a name
         the module imports rather than defines (a package's `__init__` re-exporting it) is followed there."""
         parts = dotted.split(".")
-        for end in range(len(parts) - 1, 0, -1):
+        for end in range(len(parts) - 1 if len(parts) <= DOTTED_PARTS_CAP else 0, 0, -1):
             stem = "/".join(parts[:end])
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
                 path = self.repo_path(candidate)
@@ -774,7 +777,7 @@ class Localizer:
     def module_path(self, dotted: str) -> str | None:
         """`pkg.mod.name` -> pkg/mod.py or pkg/mod/__init__.py (longest module prefix that exists)."""
         parts = dotted.split(".")
-        for end in range(len(parts), 0, -1):
+        for end in range(len(parts) if len(parts) <= DOTTED_PARTS_CAP else 0, 0, -1):
             stem = "/".join(parts[:end])
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
                 if path := self.repo_path(candidate):
