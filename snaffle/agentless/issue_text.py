@@ -24,9 +24,9 @@ SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 CALL_RE = re.compile(r"(?:(?<![\w.])|(?<=\.)(?<!\w\.))[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?=\()")
 """`Rational(` or `sympy.Rational(` in prose (a dotted name from its start, or a method after a `.` that follows no
 name: `.replace(`, `x[0].sum(`; tried at every dot inside a long dotted name, it scanned the rest of the name each
-time): code written without backticks, counted as code (19 of 169 dev issues
-call a name only in prose; leave-one-repository-out, the same fold weights: file@5 87.6 -> 88.2 %, entity@10 68.5
--> 69.1 % against counting them as prose)."""
+time): code written without backticks, counted as code (19 of 169 dev issues call a name only in prose;
+leave-one-repository-out, the same fold weights: file@5 87.6 -> 88.2 %, entity@10 68.5 -> 69.1 % against counting
+them as prose)."""
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 IMPORT_RE = re.compile(
     r"^[ \t]*(?:>>>[ \t]*)?(?:from[ \t]+(?P<module>[\w.]+)[ \t]+)?import[ \t]+(?P<names>[\w., \t]+)$", re.MULTILINE

@@ -17,7 +17,7 @@ import math
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -416,18 +416,16 @@ class Localizer:
         """`pkg.mod.Class.meth` -> that entity of pkg/mod.py, when the module part is a repository file; a name
         the module imports rather than defines (a package's `__init__` re-exporting it) is followed there."""
         parts = dotted.split(".")
-        for end in range(len(parts) - 1 if len(parts) <= DOTTED_PARTS_CAP else 0, 0, -1):
-            stem = "/".join(parts[:end])
-            for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
-                path = self.repo_path(candidate)
-                if path and path.endswith(candidate) and not is_test_file(path):
-                    qualname = ".".join(parts[end:])
-                    found = [e for e in self.index.entities(path) if e.qualname.split("@")[0] == qualname]
-                    if found:
-                        return found[0]
-                    target = self._imported_names(path).get(parts[end]) if hops else None
-                    if target and (entity := self.resolve_dotted(".".join([target, *parts[end + 1 :]]), hops - 1)):
-                        return entity
+        for end, path in self._module_files(parts, len(parts) - 1):
+            if is_test_file(path):
+                continue
+            qualname = ".".join(parts[end:])
+            found = [e for e in self.index.entities(path) if e.qualname.split("@")[0] == qualname]
+            if found:
+                return found[0]
+            target = self._imported_names(path).get(parts[end]) if hops else None
+            if target and (entity := self.resolve_dotted(".".join([target, *parts[end + 1 :]]), hops - 1)):
+                return entity
         return None
 
     def _imported_names(self, path: str) -> Mapping[str, str]:
@@ -483,9 +481,8 @@ class Localizer:
         """Names from the issue equal to entity names, weighted down when a name is common (IDF-like). The
         reporter's own variables and names reached through a third-party import (`np.array`) are skipped, and with
         `[issue] defined_foreign` the names the issue's code defines (`Basket`, `self.width`)."""
-        prose = self.weights.tuning.prose_identifier
         scores: Scores = {}
-        weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
+        weighted = self._weighted_names(facts)
         defined = set(facts.defined) if self.weights.defined_foreign else set()
         foreign = self._foreign_names(facts) | defined
         imported = dict(facts.imports)
@@ -501,6 +498,11 @@ class Localizer:
                     value = weight / math.log2(1 + len(matches))
                     scores[entity] = min(1.0, scores.get(entity, 0.0) + value)
         return scores
+
+    def _weighted_names(self, facts: IssueFacts) -> list[tuple[str, float]]:
+        """The issue's identifiers with what each counts: 1 from code, `[tuning] prose_identifier` from prose."""
+        prose = self.weights.tuning.prose_identifier
+        return [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
 
     def _foreign_names(self, facts: IssueFacts) -> set[str]:
         """Local names bound to modules outside the repository, and the reporter's assigned variables."""
@@ -538,11 +540,9 @@ class Localizer:
         many bodies use counts less (as `identifier`); names bound to another library and Python's builtins are
         skipped. A name the issue's code assigns counts: `autodoc_typehints = "description"` in a reporter's
         conf.py is the setting the repository reads."""
-        prose = self.weights.tuning.prose_identifier
         foreign = self._foreign_imports(facts)
-        weighted = [(i, 1.0) for i in facts.code_identifiers] + [(i, prose) for i in facts.prose_identifiers]
         terms: dict[str, float] = {}
-        for identifier, weight in weighted:
+        for identifier, weight in self._weighted_names(facts):
             name = identifier.rsplit(".", 1)[-1]
             if (
                 identifier.split(".")[0] in foreign
@@ -777,13 +777,17 @@ class Localizer:
     def module_path(self, dotted: str) -> str | None:
         """`pkg.mod.name` -> pkg/mod.py or pkg/mod/__init__.py (longest module prefix that exists)."""
         parts = dotted.split(".")
-        for end in range(len(parts) if len(parts) <= DOTTED_PARTS_CAP else 0, 0, -1):
+        return next((path for _, path in self._module_files(parts, len(parts))), None)
+
+    def _module_files(self, parts: Sequence[str], longest: int) -> Iterator[tuple[int, str]]:
+        """The repository files the leading parts of a dotted name name as a module (`pkg/mod.py`, then
+        `pkg/mod/__init__.py`), longest prefix first and at most `longest` parts, with how many parts each takes. A
+        name of more than `DOTTED_PARTS_CAP` parts names none."""
+        for end in range(longest if len(parts) <= DOTTED_PARTS_CAP else 0, 0, -1):
             stem = "/".join(parts[:end])
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
-                if path := self.repo_path(candidate):
-                    if path.endswith(candidate):
-                        return path
-        return None
+                if (path := self.repo_path(candidate)) and path.endswith(candidate):
+                    yield end, path
 
 
 def frame_entity(entities: Sequence[Entity], frame: Frame) -> tuple[Entity | None, bool]:
