@@ -208,14 +208,15 @@ def phase_worktree(tree: Path, cache: Path, issue_file: str | None) -> dict[str,
 
 
 def phase_fill(tree: Path, cache: Path, commits: list[str]) -> dict[str, Any]:
-    """Fill the cache the way earlier instances would have: check each commit out in one clone and prepare a
-    localizer on it (index and documents), in order."""
+    """Fill the cache the way earlier instances would have: check each commit out in one clone, prepare a
+    localizer on it (index and documents) and localize an empty issue (what a repository's first localization keeps:
+    the history store), in order."""
     from snaffle.agentless.localize import Localizer
 
     started = _now()
     for number, commit in enumerate(commits):
         subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", "--force", commit], check=True)
-        Localizer(RepoIndex(tree, cache)).prepare()
+        Localizer(RepoIndex(tree, cache)).prepare().localize("")
         print(f"  filled {number + 1}/{len(commits)} {commit[:10]}", file=sys.stderr, flush=True)
     wall, cpu = _since(started)
     return {"seconds": wall, "cpu": cpu, "commits": len(commits)}

@@ -28,6 +28,7 @@ NEUTRAL_SHARES = {
     "member_yield": 0.0,
     "generic_prior": 0.0,
     "top_file_lead": 0.0,
+    "history_to_entity": 0.0,
 }
 """The [tuning] constants that act in `rank` (the others shape the signals themselves), and where fits start."""
 SHARES = tuple(NEUTRAL_SHARES)
@@ -147,8 +148,8 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     best = np.zeros(len(case.file_order))
     np.maximum.at(best, case.entity_file, evidence)
     prior = _file_prior(case.peripheral, case.generic, params)
-    files = (case.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
-    totals = (evidence + params["file_to_entity"] * files[case.entity_file]) * prior[case.entity_file]
+    files, shared = _files(case.file, best, prior, params)
+    totals = (evidence + params["file_to_entity"] * shared[case.entity_file]) * prior[case.entity_file]
     for prior, mask in case.kind_masks:
         totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
@@ -157,6 +158,17 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     return (*_hits_at(files, case.file_order, case.gold_file, (1, 3, 5)),) + (
         *_hits_at(totals, case.entity_order, case.gold_entity, (1, 5, 10)),
     )
+
+
+def _files(signals: Array, best: Array, prior: Array, params: Params) -> tuple[Array, Array]:
+    """`rank`'s file scores, and what each file passes on to its entities (the history scaled by
+    `history_to_entity`)."""
+    weights = np.array([params[n] for n in FILE_SIGNALS])
+    shared_weights = np.array(
+        [params[n] * (params["history_to_entity"] if n == "history" else 1.0) for n in FILE_SIGNALS]
+    )
+    from_entities = params["entity_to_file"] * best
+    return (signals @ weights + from_entities) * prior, (signals @ shared_weights + from_entities) * prior
 
 
 def _file_prior(peripheral: Array, generic: Array, params: Params) -> Array:
@@ -346,8 +358,8 @@ def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
     if len(evidence):
         best[stack.file_entities] = np.maximum.reduceat(evidence, stack.file_entity_start)
     prior = _file_prior(stack.peripheral, stack.generic, params)
-    files = (stack.file @ np.array([params[n] for n in FILE_SIGNALS]) + params["entity_to_file"] * best) * prior
-    totals = (evidence + params["file_to_entity"] * files[stack.entity_file]) * prior[stack.entity_file]
+    files, shared = _files(stack.file, best, prior, params)
+    totals = (evidence + params["file_to_entity"] * shared[stack.entity_file]) * prior[stack.entity_file]
     for name, mask in stack.kind_masks:
         totals = totals * np.where(mask, params[name], 1.0)
     totals = _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])

@@ -6,8 +6,10 @@ them), the methods of named classes, the def/ref graph around named entities (ca
 PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is
 given; what the named entities call or contain (`reach`). File scorers: paths and dotted modules named in the
 issue, imports of the tests it names, BM25F over whole files, the files that named files import, the files holding
-the named entities (`named_file`: a name's weight for its file apart from its weight for itself) and what they reach.
-A prior learned from the repository alone discounts generic files (priors.py). Test files are never candidates.
+the named entities (`named_file`: a name's weight for its file apart from its weight for itself) and what they reach,
+and the files past commits changed whose messages read like the issue (history.py; it ranks files, and passes its
+entities only `[tuning] history_to_entity` of it). A prior learned from the repository alone discounts generic files
+(priors.py). Test files are never candidates.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from snaffle import data
 from snaffle.agentless.documents import Bm25Params, DocumentStore, EntityBm25, FileBm25, FileDocuments
 from snaffle.agentless.generated import GeneratedRule, generated_files
 from snaffle.agentless.graph import RefGraph, pagerank
+from snaffle.agentless.history import CommitStore, History, HistoryParams
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
 from snaffle.agentless.priors import discount, hubness
 from snaffle.cache import cache_dir
@@ -138,7 +141,16 @@ ENTITY_SIGNALS = (
 )
 KIND_PRIORS = MappingProxyType({"class": "class_prior", "function": "function_prior"})
 """Entity kinds whose ranking score a [tuning] prior scales (methods, the commonest home of a fix, are the unit)."""
-FILE_SIGNALS = ("path_mention", "test_import", "bm25_file", "imported", "named_file", "reach_file", "title_file")
+FILE_SIGNALS = (
+    "path_mention",
+    "test_import",
+    "bm25_file",
+    "imported",
+    "named_file",
+    "reach_file",
+    "title_file",
+    "history",
+)
 FILE_PRIORS = ("generic",)
 """Per-file values in [0, 1] that scale a file's score (a [tuning] strength each) instead of adding to it."""
 WEIGHTS_FILE = "localize.toml"
@@ -160,6 +172,7 @@ class Tuning:
     member_yield: float
     generic_prior: float
     top_file_lead: float
+    history_to_entity: float
 
 
 @dataclass(frozen=True)
@@ -171,6 +184,7 @@ class Weights:
     tuning: Tuning
     entity_bm25: Bm25Params
     file_bm25: Bm25Params
+    history: HistoryParams
     strip_template: bool
     """[issue]: drop an issue template's headings, stock sentences and environment lines from the query words."""
     defined_foreign: bool
@@ -198,6 +212,7 @@ class Weights:
             data.record(Tuning, part("tuning"), f"{where} [tuning]"),
             data.record(Bm25Params, part("entity_bm25"), f"{where} [entity_bm25]"),
             data.record(Bm25Params, part("file_bm25"), f"{where} [file_bm25]"),
+            data.record(HistoryParams, part("history"), f"{where} [history]"),
             bool(issue["strip_template"]),
             bool(issue["defined_foreign"]),
             GeneratedRule.from_table(part("generated"), f"{where} [generated]"),
@@ -209,6 +224,7 @@ class Tables:
     """What `Localizer.prepare` builds once per repository."""
 
     paths: list[str]
+    path_set: frozenset[str]
     documents: list[FileDocuments]
     candidates: list[Entity]
     entity_bm25: EntityBm25
@@ -240,6 +256,7 @@ class Localizer:
         self._tables: Tables | None = None
         self._graph: RefGraph | None = None
         self._generic: dict[str, float] | None = None
+        self._history: History | None = None
         self._imports: dict[str, dict[str, str]] = {}
 
     def prepare(self, store: DocumentStore | None = None) -> Localizer:
@@ -258,6 +275,7 @@ class Localizer:
         store.report_damaged()
         self._tables = Tables(
             paths=paths,
+            path_set=frozenset(paths),
             documents=documents,
             candidates=candidates,
             entity_bm25=EntityBm25(paths, documents, self.weights.entity_bm25),
@@ -305,6 +323,13 @@ class Localizer:
             self._generic = hubness(tables.paths, tables.file_bm25, prose)
         return self._generic
 
+    @property
+    def history(self) -> History:
+        """The repository's first-parent commits and their messages' BM25 (read on first use)."""
+        if self._history is None:
+            self._history = CommitStore(self.index.cache_dir).history(self.index.root, self.weights.history)
+        return self._history
+
     def localize(
         self, issue: str, sbfl: Scores | None = None, top: int = TOP, execution: Mapping[str, Scores] | None = None
     ) -> Localization:
@@ -343,6 +368,8 @@ class Localizer:
             file["named_file"] = per_file(identified)
         if run("title_file"):
             file["title_file"] = self.bm25_file(facts.title_words)
+        if run("history"):
+            file["history"] = self.history.file_scores(facts.words, self.tables.path_set)
         if run("reach_file"):
             file["reach_file"] = per_file(entity["reach"] if "reach" in entity else self.reach(identified))
         wanted = ("generic" not in skipped) if every else self.weights.tuning.generic_prior > 0
@@ -896,7 +923,8 @@ def rank(
     signals: Signals, weights: Weights, top: int
 ) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
-    best entity's evidence; an entity scores its evidence plus a share of its file's score. Peripheral files
+    best entity's evidence; an entity scores its evidence plus a share of its file's score (in which the history
+    counts `history_to_entity` of its weight). Peripheral files
     (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
     their kind's prior, and generic files by their hubness. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
@@ -908,8 +936,11 @@ def rank(
     file_level = _weighted_files(signals.file, weights.weights)
     entity_share, file_share = tuning.entity_to_file, tuning.file_to_entity
     files = {p: (file_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in {*best, *file_level}}
+    shared_weights = {**weights.weights, "history": weights.weights["history"] * tuning.history_to_entity}
+    shared_level = _weighted_files(signals.file, shared_weights)  # what a file passes on to its entities
+    shared = {p: (shared_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in files}
     totals = {
-        e: (v + file_share * files.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
+        e: (v + file_share * shared.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
     }
     if tuning.member_yield > 0:
         totals = yield_to_members(totals, tuning.member_yield)

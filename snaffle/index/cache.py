@@ -132,7 +132,7 @@ def store_record(cache_dir: Path | None, options: EntityOptions, record: Indexed
         "file": [info.lines, info.parse_errors, info.decode_errors],
         "entities": list(map(_row, record.entities)),
     }
-    _write_json(_content_file(cache_dir, info.sha1, options), payload)
+    write_json(_content_file(cache_dir, info.sha1, options), payload)
 
 
 class DamagedEntry(ValueError):
@@ -188,10 +188,10 @@ def store_manifest(cache_dir: Path | None, root: str, stats: Stats) -> None:
     """Record each file's stat and content hash for the next index of the same checkout."""
     if cache_dir is not None:
         payload = {"format": MANIFEST_FORMAT, "root": root, "files": stats}
-        _write_json(_manifest_file(cache_dir, root), payload)
+        write_json(_manifest_file(cache_dir, root), payload)
 
 
-def _write_json(target: Path, payload: Mapping[str, Any]) -> None:
+def write_json(target: Path, payload: Mapping[str, Any]) -> None:
     """Write atomically (a reader sees the old file or the new one); a failure leaves no temporary behind."""
     temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
