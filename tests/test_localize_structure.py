@@ -83,7 +83,7 @@ def selectors(scores: Scores) -> dict[str, float]:
 
 def only_bm25(member_yield: float) -> Weights:
     weights = {**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), "bm25": 1.0}
-    return packaged_with(weights, member_yield=member_yield, entity_to_file=0.5, file_to_entity=0.25)
+    return packaged_with(weights, member_yield=member_yield, entity_to_file=0.5, file_to_entity=0.25, top_file_lead=0.0)
 
 
 def test_a_class_yields_to_its_method_scoring_close_below_it(localizer: Localizer) -> None:
