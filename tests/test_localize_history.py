@@ -114,10 +114,17 @@ def test_a_damaged_store_is_read_again_from_git(tmp_path: Path) -> None:
     repo, cache = shop(tmp_path), tmp_path / "cache"
     CommitStore(cache).history(repo, PARAMS)
     [written] = (cache / "history").iterdir()
+    good = written.read_text()
     for damage in ('{"format": 2, "shas": ["abc"], "parents": []}', "[1", '{"format": 1, "commits": {}}'):
         written.write_text(damage)
         assert len(CommitStore(cache).history(repo, PARAMS)) == 3
         assert len(stored(cache)["shas"]) == 3  # type: ignore[arg-type]
+    for postings in ({"cents": [99, -1, 2**70, "x"]}, {"cents": "0 1"}, {"cents": [[0]]}):
+        written.write_text(json.dumps({**json.loads(good), "postings": postings}))
+        history = CommitStore(cache).history(repo, PARAMS)  # nothing new to read: the damaged store is used
+        assert history.file_scores(parse_issue(ISSUE).words, {"shop/rounding.py"}) in ({}, {"shop/rounding.py": 1.0})
+    written.write_text(json.dumps({**json.loads(good), "files": [1, 2, 3]}))
+    assert len(CommitStore(cache).history(repo, PARAMS)) == 3  # read again from git
 
 
 def test_no_repository_or_no_commit_is_no_history(tmp_path: Path) -> None:

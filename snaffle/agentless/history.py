@@ -99,11 +99,19 @@ class Commits:
     def from_payload(cls, payload: dict[str, Any]) -> Commits:
         if payload.get("format") != HISTORY_FORMAT:
             raise ValueError("another format")
-        shas, parents, lengths, files = (list(payload[k]) for k in ("shas", "parents", "lengths", "files"))
-        postings = dict(payload["postings"])
+        shas, parents = [str(s) for s in payload["shas"]], [str(p) for p in payload["parents"]]
+        lengths = [int(n) for n in payload["lengths"]]
+        files = [[str(name) for name in _listed(names)] for names in payload["files"]]
+        postings = {str(term): _listed(numbers) for term, numbers in dict(payload["postings"]).items()}
         if not len(shas) == len(parents) == len(lengths) == len(files):
             raise ValueError("columns of different lengths")
         return cls(shas, parents, lengths, files, postings, {sha: n for n, sha in enumerate(shas)})
+
+
+def _listed(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("a list expected")
+    return value
 
 
 class CommitStore:
@@ -228,7 +236,11 @@ class History:
         """Each document's BM25 score for the query words (documents.Bm25's arithmetic, one field)."""
         total = np.zeros(len(self.numbers))
         for term, weight in query_weights(words).items():
-            places = self.position[np.array(self.commits.postings.get(term, ()), dtype=np.int64)]
+            try:  # a damaged store's numbers count nothing
+                numbers = np.array(self.commits.postings.get(term, ()), dtype=np.int64)
+            except (TypeError, ValueError, OverflowError):
+                continue
+            places = self.position[numbers[(numbers >= 0) & (numbers < len(self.position))]]
             tf = np.bincount(places[places >= 0], minlength=len(self.numbers)).astype(np.float64)
             frequency = int(np.count_nonzero(tf))
             if frequency:
