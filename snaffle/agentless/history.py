@@ -12,27 +12,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from snaffle.agentless.documents import idf, query_weights
+from snaffle.agentless.documents import Bm25, Bm25Params, Vector
 from snaffle.agentless.issue_text import tokenize
+from snaffle.exceptions import UserError
 from snaffle.index.cache import write_json
-from snaffle.workspace import SAFE_GIT, SAFE_GIT_ENV
+from snaffle.workspace import SAFE_GIT, git, git_env
 
 HISTORY_DIR = "history"
 HISTORY_FORMAT = 2
 GIT_LOG_TIMEOUT_S = 60.0
-GIT_TIMEOUT_S = 10.0
 READ_BYTES = 1 << 16
 MERGE_LINE_RE = re.compile(r"^Merge (pull request #\d+ from \S+|(remote-tracking )?branch \S+.*)$", re.MULTILINE)
 """A merge's generated first line (its branch names are not what the change is about)."""
@@ -160,9 +160,7 @@ def read_commits(root: Path, known: Collection[str], limit: int) -> tuple[str | 
     command = [*SAFE_GIT, "log", "--no-show-signature", "--first-parent", "--diff-merges=first-parent"]
     command += ["--name-only", LOG_FORMAT, f"--max-count={limit}", "HEAD", "--"]
     try:
-        process = subprocess.Popen(
-            command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, **SAFE_GIT_ENV}
-        )
+        process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=git_env())
     except OSError:
         return None, []
     head: str | None = None
@@ -205,14 +203,40 @@ def _commit(record: str) -> Commit:
 
 
 def _git(root: Path, *arguments: str) -> str | None:
-    env = {**os.environ, **SAFE_GIT_ENV}
+    """git's output in `root`, or None when it fails (no repository, no such key, no git)."""
     try:
-        done = subprocess.run(
-            [*SAFE_GIT, *arguments], cwd=root, capture_output=True, env=env, timeout=GIT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        return git(root, *arguments).strip()
+    except (UserError, OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else None
+
+
+class MessageBm25(Bm25):
+    """BM25 over the messages of a chain's commits (one field), from the store's postings: a term's frequency in a
+    message is how often the commit's number is among the term's postings."""
+
+    def __init__(self, commits: Commits, numbers: npt.NDArray[np.int64], params: HistoryParams) -> None:
+        self.postings = commits.postings
+        self.position = np.full(len(commits.shas), -1, dtype=np.int64)
+        self.position[numbers] = np.arange(len(numbers))
+        lengths = np.array(commits.lengths, dtype=np.float64)[numbers].tolist()
+        super().__init__(lengths, Bm25Params(params.k1, params.b, path=0.0, head=0.0, body=1.0))
+
+    def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
+        """Per term, the message number of each of its occurrences in the chain (one per occurrence)."""
+        return {term: self._places(term) for term in terms}
+
+    def frequencies(self, term: str, among: Sequence[int] | None = None) -> Vector:
+        places = self._places(term) if among is None else among
+        return np.bincount(np.asarray(places, dtype=np.int64), minlength=len(self.lengths)).astype(np.float64)
+
+    def _places(self, term: str) -> list[int]:
+        try:  # a damaged store's numbers count nothing
+            numbers = np.array(self.postings.get(term, ()), dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            return []
+        places = self.position[numbers[(numbers >= 0) & (numbers < len(self.position))]]
+        found: list[int] = places[places >= 0].tolist()
+        return found
 
 
 class History:
@@ -223,36 +247,17 @@ class History:
         self.params = params
         self.numbers = np.array([n for n in chain if commits.files[n]], dtype=np.int64)
         """The documents: the chain's commits that changed Python files, newest first."""
-        self.position = np.full(len(commits.shas), -1, dtype=np.int64)
-        self.position[self.numbers] = np.arange(len(self.numbers))
-        lengths = np.array(commits.lengths, dtype=np.float64)[self.numbers] if len(self.numbers) else np.zeros(0)
-        average = float(lengths.mean()) if len(lengths) else 1.0
-        self.norm = params.k1 * (1 - params.b + params.b * lengths / max(average, 1e-9))
+        self.bm25 = MessageBm25(commits, self.numbers, params)
 
     def __len__(self) -> int:
         return len(self.numbers)
-
-    def scores(self, words: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float64]]:
-        """Each document's BM25 score for the query words (documents.Bm25's arithmetic, one field)."""
-        total = np.zeros(len(self.numbers))
-        for term, weight in query_weights(words).items():
-            try:  # a damaged store's numbers count nothing
-                numbers = np.array(self.commits.postings.get(term, ()), dtype=np.int64)
-            except (TypeError, ValueError, OverflowError):
-                continue
-            places = self.position[numbers[(numbers >= 0) & (numbers < len(self.position))]]
-            tf = np.bincount(places[places >= 0], minlength=len(self.numbers)).astype(np.float64)
-            frequency = int(np.count_nonzero(tf))
-            if frequency:
-                total += weight * idf(frequency, len(tf)) * tf / (tf + self.norm)
-        return total
 
     def file_scores(self, words: Sequence[str], candidates: Collection[str]) -> dict[str, float]:
         """Each candidate file's share of the `similar` most similar commits' scores (a commit's score divided
         among the Python files it changed), normalized to the best file's."""
         if not words or not len(self.numbers):
             return {}
-        raw = self.scores(words)
+        raw = self.bm25.scores(words)
         shares: dict[str, float] = defaultdict(float)
         for document in np.argsort(-raw, kind="stable")[: self.params.similar]:
             if raw[document] <= 0:
