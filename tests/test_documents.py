@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,9 +44,9 @@ def test_documents_hold_heads_bodies_and_the_whole_file() -> None:
         "ship.py::base_rate",
     ]
     built = build_documents(SOURCE, entities)
-    assert built.heads["parcel"] == [0, 1, 1, 3, 2, 1]  # module doc; class name, signature, doc; method qualname
-    assert built.bodies["weight"][0::2] == [2, 3]  # only functions and methods have bodies
-    assert "shipping" in built.terms and built.length == sum(built.terms.values())
+    assert built.head("parcel") == [0, 1, 1, 3, 2, 1]  # module doc; class name, signature, doc; method qualname
+    assert built.body("weight")[0::2] == [2, 3]  # only functions and methods have bodies
+    assert "shipping" in built.terms and built.length == sum(map(int, built.terms.values()))
     assert built.head_lengths[0] == len(["parcel", "shipping"]) and built.body_lengths[1] == 0
 
 
@@ -60,6 +61,27 @@ def test_store_reuses_the_disk_cache_by_content_hash(tmp_path: Path) -> None:
     assert DocumentStore(tmp_path).get("ab" * 20, entities, unreadable) == built
     rebuilt = DocumentStore(tmp_path).get("ab" * 20, entities[:2], lambda: SOURCE[:60])
     assert len(rebuilt.head_lengths) == 2  # another parse of the text (another grammar): tokenized anew
+
+
+@pytest.mark.parametrize(
+    ("table", "damage"),
+    [
+        ("bodies", ["weight", "2 1\n3 x"]),  # not decimal text: it would fail where read, long after the load
+        ("heads", ["parcel shipping", "0 1"]),  # one term more than values
+        ("terms", "parcel 1"),  # not the two columns
+        ("head_lengths", [1, 2]),  # not text
+    ],
+)
+def test_a_damaged_entry_is_rebuilt_when_loaded_not_when_read(tmp_path: Path, table: str, damage: object) -> None:
+    entities = parse_source("ship.py", SOURCE).entities
+    built = DocumentStore(tmp_path).get("ab" * 20, entities, lambda: SOURCE)
+    (entry,) = (tmp_path / DOCUMENTS_DIR).rglob("*.json")
+    payload = json.loads(entry.read_text())
+    payload[table] = damage
+    entry.write_text(json.dumps(payload))
+    store = DocumentStore(tmp_path)
+    assert store.get("ab" * 20, entities, lambda: SOURCE) == built
+    assert store.report_damaged() == 1
 
 
 def test_entity_bm25_weighs_the_name_above_the_body() -> None:

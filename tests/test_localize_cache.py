@@ -101,7 +101,7 @@ def test_corrupt_document_entries_are_rebuilt(commits: tuple[Path, Path], tmp_pa
     entries = list((cache / DOCUMENTS_DIR).rglob("*.json"))
     assert entries
     for number, entry in enumerate(entries):
-        entry.write_text(['{"format": "snaffle-documents/2", "layout": ', "[]", "\0\xff", '{"format": 7}'][number % 4])
+        entry.write_text(['{"format": "snaffle-documents/3", "layout": ', "[]", "\0\xff", '{"format": 7}'][number % 4])
     assert ranking(old, cache) == ranking(old, None)
 
 

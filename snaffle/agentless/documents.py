@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import threading
 from collections import Counter
@@ -28,8 +29,8 @@ from snaffle.index.cache import IndexedFile, damaged_line
 from snaffle.index.parse import Entity
 from snaffle.index.repo import Companion
 
-DOCUMENTS_FORMAT = "snaffle-documents/2"
-DOCUMENTS_DIR = "documents-2"
+DOCUMENTS_FORMAT = "snaffle-documents/3"
+DOCUMENTS_DIR = "documents-3"
 """Sub-directory of the structure cache holding the documents (bump with the format)."""
 BODY_TOKENS_CAP = 400
 """Body terms kept per function: the start of a long body says what it is about, the rest mostly repeats."""
@@ -41,24 +42,44 @@ IDENTIFIER_BYTES = bytes(
 )
 """A byte table keeping `[A-Za-z0-9_]` and making every other byte a space (the characters of `IDENTIFIER_RE`)."""
 
-Postings = dict[str, list[int]]
-"""term -> [entity, count, entity, count, ...] over one file's entities (flat: cheap to load)."""
+Counts = dict[str, str]
+"""term -> its count, as decimal text."""
+Postings = dict[str, str]
+"""term -> "entity count entity count ..." over one file's entities, as decimal text (`postings` reads one)."""
+DECIMALS = re.compile(r"[0-9 \n]*")
+"""What the stored counts and postings may hold: parsed where read, so checked for digits when loaded."""
 Vector = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
 class FileDocuments:
-    """One file's documents: its terms, and its entities' head and body terms (inverted), with lengths."""
+    """One file's documents: its terms, and its entities' head and body terms (inverted), with lengths. Counts
+    and postings stay the decimal text the cache stores and are parsed where read: a new checkout loads every
+    file's documents, a query reads a few terms' (JSON's integers took 4x the decoding time of the same text)."""
 
-    terms: dict[str, int]
+    terms: Counts
     heads: Postings
     bodies: Postings
     head_lengths: tuple[int, ...]
     body_lengths: tuple[int, ...]
+    length: int
 
-    @property
-    def length(self) -> int:
-        return sum(self.terms.values())
+    def count(self, term: str) -> int:
+        """How often `term` occurs in the whole file."""
+        return int(self.terms.get(term, 0))
+
+    def head(self, term: str) -> list[int]:
+        """`term`'s postings over the entities' heads: [entity, count, entity, count, ...]."""
+        return postings(self.heads.get(term, ""))
+
+    def body(self, term: str) -> list[int]:
+        """`term`'s postings over the entities' bodies: [entity, count, entity, count, ...]."""
+        return postings(self.bodies.get(term, ""))
+
+
+def postings(text: str) -> list[int]:
+    """Postings stored as decimal text, as numbers."""
+    return list(map(int, text.split()))
 
 
 def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
@@ -68,12 +89,14 @@ def build_documents(source: bytes, entities: Sequence[Entity]) -> FileDocuments:
     starts = _line_starts(text)
     heads = [Counter(terms_of(identifier_runs(f"{e.qualname} {e.signature} {e.doc}").split())) for e in entities]
     bodies = [Counter(_body_terms(runs, starts, e) if e.kind in BODY_KINDS else ()) for e in entities]
+    counts = _term_counts(runs.split())
     return FileDocuments(
-        terms=_term_counts(runs.split()),
+        terms={term: str(count) for term, count in counts.items()},
         heads=_invert(heads),
         bodies=_invert(bodies),
         head_lengths=tuple(sum(c.values()) for c in heads),
         body_lengths=tuple(sum(c.values()) for c in bodies),
+        length=sum(counts.values()),
     )
 
 
@@ -120,16 +143,16 @@ def _term_counts(runs: Sequence[str]) -> dict[str, int]:
 
 
 def _invert(counters: Sequence[Counter[str]]) -> Postings:
-    postings: Postings = {}
-    find = postings.get
+    inverted: dict[str, list[int]] = {}
+    find = inverted.get
     for number, counter in enumerate(counters):
         for term, count in counter.items():
             found = find(term)
             if found is None:
-                postings[term] = [number, count]
+                inverted[term] = [number, count]
             else:
                 found += (number, count)
-    return postings
+    return {term: " ".join(map(str, numbers)) for term, numbers in inverted.items()}
 
 
 class DocumentStore:
@@ -167,7 +190,7 @@ class DocumentStore:
             return _from_payload(payload)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
             self._damaged.append(name)  # rebuilt by the caller; `report_damaged` says so
             return None
 
@@ -212,26 +235,54 @@ def entity_layout(entities: Sequence[Entity]) -> str:
 
 
 def _payload(sha1: str, layout: str, documents: FileDocuments) -> dict[str, Any]:
+    """An entry: each table as two strings, its terms and their values (JSON strings decode faster than lists)."""
     return {
         "format": DOCUMENTS_FORMAT,
         "sha1": sha1,
         "layout": layout,
-        "terms": documents.terms,
-        "heads": documents.heads,
-        "bodies": documents.bodies,
-        "head_lengths": documents.head_lengths,
-        "body_lengths": documents.body_lengths,
+        "terms": _columns(documents.terms, " "),
+        "heads": _columns(documents.heads, "\n"),
+        "bodies": _columns(documents.bodies, "\n"),
+        "head_lengths": " ".join(map(str, documents.head_lengths)),
+        "body_lengths": " ".join(map(str, documents.body_lengths)),
+        "length": documents.length,
     }
 
 
+def _columns(table: dict[str, str], separator: str) -> list[str]:
+    return [" ".join(table), separator.join(table.values())]
+
+
 def _from_payload(payload: dict[str, Any]) -> FileDocuments:
+    """The documents of an entry; a ValueError (or TypeError, KeyError) for one that is damaged."""
+    length = payload["length"]
+    if not isinstance(length, int):
+        raise ValueError("length")
     return FileDocuments(
-        payload["terms"],
-        payload["heads"],
-        payload["bodies"],
-        tuple(payload["head_lengths"]),
-        tuple(payload["body_lengths"]),
+        _table(payload["terms"], " "),
+        _table(payload["heads"], "\n"),
+        _table(payload["bodies"], "\n"),
+        _numbers(payload["head_lengths"]),
+        _numbers(payload["body_lengths"]),
+        length,
     )
+
+
+def _table(columns: list[str], separator: str) -> dict[str, str]:
+    """A table from its terms and values; values that are not decimal text, or one too many or too few, are damage."""
+    terms, values = columns[0].split(), columns[1]
+    if not DECIMALS.fullmatch(values):
+        raise ValueError("not decimal")
+    split = values.split(separator) if terms else []
+    if len(split) != len(terms):
+        raise ValueError("terms and values differ in number")
+    return dict(zip(terms, split, strict=True))
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    if not DECIMALS.fullmatch(text):
+        raise ValueError("not decimal")
+    return tuple(map(int, text.split()))
 
 
 # ------------------------------------------------------------------------------------------------ BM25
@@ -320,7 +371,7 @@ class FileBm25(Bm25):
         tf = np.zeros(len(self.documents))
         for number in range(len(self.documents)) if among is None else among:
             d, p = self.documents[number], self.path_terms[number]
-            tf[number] = body * d.terms.get(term, 0) + head * sum(d.heads.get(term, ())[1::2]) + path * p.get(term, 0)
+            tf[number] = body * d.count(term) + head * sum(d.head(term)[1::2]) + path * p.get(term, 0)
         return tf
 
     def holders(self, terms: Iterable[str]) -> dict[str, list[int]]:
@@ -353,9 +404,10 @@ class EntityBm25(Bm25):
             if in_path := path_terms.get(term, 0):
                 tf[start : self.offsets[number + 1]] += self.params.path * in_path
             for weight, name in fields:
-                if postings := getattr(document, name).get(term):
-                    ids.extend(start + n for n in postings[0::2])
-                    counts.extend(weight * c for c in postings[1::2])
+                if found := getattr(document, name).get(term):
+                    numbers = postings(found)
+                    ids.extend(start + n for n in numbers[0::2])
+                    counts.extend(weight * c for c in numbers[1::2])
         if ids:
             np.add.at(tf, np.asarray(ids), np.asarray(counts))
         return tf

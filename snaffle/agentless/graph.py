@@ -45,9 +45,9 @@ class RefGraph:
         self.names: dict[Entity, list[str]] = defaultdict(list)
         self.referrers: dict[str, list[Entity]] = defaultdict(list)
         for entities, document in zip(files, documents, strict=True):
-            for term, postings in document.bodies.items():
+            for term in document.bodies:
                 if term in self.definitions:
-                    for local in postings[0::2]:
+                    for local in document.body(term)[0::2]:
                         self.names[entities[local]].append(term)
                         self.referrers[term].append(entities[local])
 

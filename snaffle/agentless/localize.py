@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -221,20 +221,32 @@ class Weights:
 
 @dataclass(frozen=True)
 class Tables:
-    """What `Localizer.prepare` builds once per repository."""
+    """What `Localizer.prepare` builds once per repository; the tables only some signals read are built when first
+    read (a signal weighted 0 is not run: a new checkout's `localize` would pay for them all)."""
 
     paths: list[str]
     path_set: frozenset[str]
     documents: list[FileDocuments]
     candidates: list[Entity]
+    records: list[IndexedFile]
     entity_bm25: EntityBm25
     file_bm25: FileBm25
     by_name: dict[str, list[Entity]]
     members: dict[Entity, list[Entity]]
-    by_token: dict[str, list[Entity]]
-    numbers: dict[Entity, tuple[int, int]]
     files_by_name: dict[str, list[str]]
-    by_suffix: dict[str, list[Entity]]
+
+    @cached_property
+    def by_token(self) -> dict[str, list[Entity]]:
+        return _token_table(self.candidates)
+
+    @cached_property
+    def by_suffix(self) -> dict[str, list[Entity]]:
+        return _suffix_table(self.candidates)
+
+    @cached_property
+    def numbers(self) -> dict[Entity, tuple[int, int]]:
+        """Each entity's file number and its number within the file."""
+        return {e: (n, local) for n, record in enumerate(self.records) for local, e in enumerate(record.entities)}
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,8 @@ class Localizer:
         self._generic: dict[str, float] | None = None
         self._history: History | None = None
         self._imports: dict[str, dict[str, str]] = {}
+        self._modules: dict[str, str | None] = {}
+        self._loaded: dict[str, FileDocuments] = {}
 
     def prepare(self, store: DocumentStore | None = None) -> Localizer:
         """The per-repository work, done once: every non-test file's documents (cached by content hash next to
@@ -269,30 +283,29 @@ class Localizer:
         # files seen before are loaded here; records the manifest.
         self.index.build(paths=paths, companion=store.companion(), meanwhile=partial(self._documents, store))
         records = [self.index.record(path) for path in paths]
-        documents = [self._document(store, record) for record in records]
+        loaded, self._loaded = self._loaded, {}
+        self._modules = {}  # module paths are read off the files found now
+        documents = [loaded.get(r.info.path) or self._document(store, r) for r in records]
         candidates = [entity for record in records for entity in record.entities]
-        numbers = {e: (n, local) for n, record in enumerate(records) for local, e in enumerate(record.entities)}
         store.report_damaged()
         self._tables = Tables(
             paths=paths,
             path_set=frozenset(paths),
             documents=documents,
             candidates=candidates,
+            records=records,
             entity_bm25=EntityBm25(paths, documents, self.weights.entity_bm25),
             file_bm25=FileBm25(paths, documents, self.weights.file_bm25),
             by_name=_name_table(candidates),
             members=_member_table(candidates),
-            by_token=_token_table(candidates),
-            numbers=numbers,
             files_by_name=_group_by_basename(files),
-            by_suffix=_suffix_table(candidates),
         )
         return self
 
     def _documents(self, store: DocumentStore, paths: Sequence[str]) -> None:
-        """Bring the documents of indexed files into the store's memory (a build's work beside its parsing)."""
+        """Load the documents of indexed files (a build's work beside its parsing), for `prepare` to take."""
         for path in paths:
-            self._document(store, self.index.record(path))
+            self._loaded[path] = self._document(store, self.index.record(path))
 
     def _document(self, store: DocumentStore, record: IndexedFile) -> FileDocuments:
         """One file's documents, from the store (which keeps them in memory for the next call)."""
@@ -584,7 +597,7 @@ class Localizer:
         scores: Scores = {}
         for term, weight in terms.items():
             tables = zip(self.tables.paths, self.tables.documents, strict=True)
-            files = [(path, doc.bodies[term][0::2]) for path, doc in tables if term in doc.bodies]
+            files = [(path, doc.body(term)[0::2]) for path, doc in tables if term in doc.bodies]
             count = sum(len(locals_) for _, locals_ in files)
             if count > USES_CAP:
                 continue
@@ -686,8 +699,8 @@ class Localizer:
         if number is None:
             return []
         file_number, local = number
-        bodies = tables.documents[file_number].bodies
-        return [term for term, postings in bodies.items() if local in postings[0::2]]
+        document = tables.documents[file_number]
+        return [term for term in document.bodies if local in document.body(term)[0::2]]
 
     def bm25(self, words: Sequence[str]) -> Scores:
         """BM25F of the issue's words against entity documents (path, head, body), normalized to the best."""
@@ -803,8 +816,10 @@ class Localizer:
 
     def module_path(self, dotted: str) -> str | None:
         """`pkg.mod.name` -> pkg/mod.py or pkg/mod/__init__.py (longest module prefix that exists)."""
-        parts = dotted.split(".")
-        return next((path for _, path in self._module_files(parts, len(parts))), None)
+        if dotted not in self._modules:  # asked again for every file that imports the module
+            parts = dotted.split(".")
+            self._modules[dotted] = next((path for _, path in self._module_files(parts, len(parts))), None)
+        return self._modules[dotted]
 
     def _module_files(self, parts: Sequence[str], longest: int) -> Iterator[tuple[int, str]]:
         """The repository files the leading parts of a dotted name name as a module (`pkg/mod.py`, then
