@@ -68,6 +68,7 @@ def test_store_reuses_the_disk_cache_by_content_hash(tmp_path: Path) -> None:
     [
         ("bodies", ["weight", "2 1\n3 x"]),  # not decimal text: it would fail where read, long after the load
         ("heads", ["parcel shipping", "0 1"]),  # one term more than values
+        ("terms", ["parcel shipping weight", "1\n2  3"]),  # counts of the right number, not one per term
         ("terms", "parcel 1"),  # not the two columns
         ("head_lengths", [1, 2]),  # not text
     ],

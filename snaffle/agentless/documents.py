@@ -47,7 +47,9 @@ Counts = dict[str, str]
 Postings = dict[str, str]
 """term -> "entity count entity count ..." over one file's entities, as decimal text (`postings` reads one)."""
 DECIMALS = re.compile(r"[0-9 \n]*")
-"""What the stored counts and postings may hold: parsed where read, so checked for digits when loaded."""
+"""What stored postings and lengths may hold: parsed where read, so checked for digits when loaded."""
+COUNTS = re.compile(r"(?:[0-9]+(?: [0-9]+)*)?")
+"""What a stored terms table's values must be: one number per term, each between single spaces."""
 Vector = npt.NDArray[np.float64]
 
 
@@ -255,24 +257,24 @@ def _columns(table: dict[str, str], separator: str) -> list[str]:
 
 
 def _from_payload(payload: dict[str, Any]) -> FileDocuments:
-    """The documents of an entry; a ValueError (or TypeError, KeyError) for one that is damaged."""
+    """The documents of an entry; a ValueError (or TypeError, KeyError, IndexError) for one that is damaged."""
     length = payload["length"]
     if not isinstance(length, int):
         raise ValueError("length")
     return FileDocuments(
-        _table(payload["terms"], " "),
-        _table(payload["heads"], "\n"),
-        _table(payload["bodies"], "\n"),
+        _table(payload["terms"], " ", COUNTS),
+        _table(payload["heads"], "\n", DECIMALS),
+        _table(payload["bodies"], "\n", DECIMALS),
         _numbers(payload["head_lengths"]),
         _numbers(payload["body_lengths"]),
         length,
     )
 
 
-def _table(columns: list[str], separator: str) -> dict[str, str]:
-    """A table from its terms and values; values that are not decimal text, or one too many or too few, are damage."""
+def _table(columns: list[str], separator: str, shape: re.Pattern[str]) -> dict[str, str]:
+    """A table from its terms and values; values not of their `shape`, or one too many or too few, are damage."""
     terms, values = columns[0].split(), columns[1]
-    if not DECIMALS.fullmatch(values):
+    if not shape.fullmatch(values):
         raise ValueError("not decimal")
     split = values.split(separator) if terms else []
     if len(split) != len(terms):
@@ -399,16 +401,15 @@ class EntityBm25(Bm25):
         tf = np.zeros(len(self.lengths))
         ids: list[int] = []
         counts: list[float] = []
-        fields = ((self.params.head, "heads"), (self.params.body, "bodies"))
+        fields = ((self.params.head, FileDocuments.head), (self.params.body, FileDocuments.body))
         for number in range(len(self.documents)) if among is None else among:
             document, path_terms, start = self.documents[number], self.path_terms[number], self.offsets[number]
             if in_path := path_terms.get(term, 0):
                 tf[start : self.offsets[number + 1]] += self.params.path * in_path
-            for weight, name in fields:
-                if found := getattr(document, name).get(term):
-                    numbers = postings(found)
-                    ids.extend(start + n for n in numbers[0::2])
-                    counts.extend(weight * c for c in numbers[1::2])
+            for weight, read in fields:
+                numbers = read(document, term)
+                ids.extend(start + n for n in numbers[0::2])
+                counts.extend(weight * c for c in numbers[1::2])
         if ids:
             np.add.at(tf, np.asarray(ids), np.asarray(counts))
         return tf
