@@ -8,8 +8,10 @@ localize column is the per-issue cost after that. Every instance gets a checkout
 the warm figure is a new worktree of a repository seen before; --cold N indexes the first N checkouts of each
 repository with an empty cache too. The speed table gives both per repository, wall and CPU seconds (median, p90),
 beside the targets, and the load average (the CPU figure is the fair one on a shared machine).
---execute also runs each issue's snippets in the sandbox (interpreter: the one running the bench) and ranks a second
-time with the execution signals: both rankings and the seconds the snippets took are reported side by side.
+--execute also runs each issue's snippets in the sandbox (interpreter: --snippet-python, default the one running the
+bench) and ranks a second time with the execution signals: both rankings and the seconds the snippets took are
+reported side by side, and the record keeps the signals (`execution_signals`), so `--cv` on such a cache fits their
+weights (a signal no record has a value for is held at its packaged weight).
 Gold = the files and the functions/methods the gold `patch` touches (old-side lines mapped to entities).
 """
 
@@ -40,6 +42,7 @@ from localize_fit import (
     RANDOM_STARTS,
     SHARES,
     UNFIT,
+    absent,
     fit,
     hits,
     instance,
@@ -446,6 +449,7 @@ def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: 
         "reproducing": len(found.reproducing),
         "raised_entities": len(signals["raised"]),
         "executed_entities": len(signals["executed"]),
+        "execution_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.items()},
     }
 
 
@@ -539,7 +543,11 @@ def _spread(rows: list[Row], key: str) -> str:
 
 def localized_hits(record: Row) -> tuple[int, ...]:
     """The hits of the ranking `Localizer.localize` returned, in the order of `METRICS`."""
-    files, entities = record["files"], record["entities"]
+    execution = "execution_signals" in record  # the record's signals include the execution ones: so must its ranking
+    files, entities = (
+        record["exec_files" if execution else "files"],
+        record["exec_entities" if execution else "entities"],
+    )
     gold_files, gold_entities = record["gold_files"], record["gold_entities"]
     return (*(hit(files, gold_files, k) for k in (1, 3, 5)), *(hit(entities, gold_entities, k) for k in (1, 5, 10)))
 
@@ -668,7 +676,7 @@ def print_ablations(
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = base_run["rates"]
     off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
-    for signal, value in ((s, v) for s, v in off.items() if only is None or s in only):
+    for signal, value in ((s, v) for s, v in off.items() if (only is None or s in only) and s not in absent(cases)):
         if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue

@@ -18,7 +18,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, KIND_PRIORS, Weights, container_selectors
+from snaffle.agentless.localize import (
+    ENTITY_SIGNALS,
+    EXECUTION_SIGNALS,
+    FILE_SIGNALS,
+    KIND_PRIORS,
+    Weights,
+    container_selectors,
+)
 
 NEUTRAL_SHARES = {
     "entity_to_file": 0.5,
@@ -39,9 +46,10 @@ PRIORS_OFF = {
     "top_file_lead": 0.0,
 }
 """The value that switches a prior (or the member yield) off, for its ablation row."""
-UNFIT = frozenset({"sbfl", "raised", "executed"})
-"""Signals the dev-set bench has no values for (SBFL needs a failing test run; the execution signals need the
-issue's snippets run in each instance's environment: `--execute` measures them apart)."""
+UNFIT = frozenset({"sbfl"})
+"""Signals the dev-set bench has no values for (SBFL needs a failing test run). The execution signals have values
+only in records `--execute` computed (the issue's snippets run in an interpreter with the repository's dependencies);
+a fit holds a signal no instance has a value for at its packaged weight (`absent`)."""
 WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 SHARE_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 ROUNDS = 40
@@ -87,7 +95,7 @@ def instance(record: Mapping[str, Any], peripheral: Any, variant: str | None = N
     """The matrices of one cached bench record (with `variant`, the signals it holds for that [issue] switch);
     `peripheral(path)` is the localizer's own test."""
     signals = record["variants"][variant] if variant else record
-    entity_signals: Mapping[str, Mapping[str, float]] = signals["entity_signals"]
+    entity_signals: Mapping[str, Mapping[str, float]] = {**signals["entity_signals"], **executed(record)}
     file_signals: Mapping[str, Mapping[str, float]] = signals["file_signals"]
     kinds: Mapping[str, str] = signals.get("kinds", {})
     selectors = sorted({s for scores in entity_signals.values() for s, v in scores.items() if v > 0 and "::" in s})
@@ -122,6 +130,18 @@ def instance(record: Mapping[str, Any], peripheral: Any, variant: str | None = N
         gold_file=np.array([p in record["gold_files"] for p in paths], dtype=bool),
         graded_entities=bool(record["gold_entities"]),
     )
+
+
+def executed(record: Mapping[str, Any]) -> dict[str, Mapping[str, float]]:
+    """The execution signals' values a record holds (`localize_bench.py --execute`; none without it)."""
+    found: Mapping[str, Mapping[str, float]] = record.get("execution_signals", {})
+    return {name: found[name] for name in EXECUTION_SIGNALS if name in found}
+
+
+def absent(cases: Sequence[Instance] | Batch) -> tuple[str, ...]:
+    """The execution signals no instance has a value for: their weights cannot be fitted, so a fit holds them."""
+    stack = cases if isinstance(cases, Batch) else batch(cases)
+    return tuple(n for n in EXECUTION_SIGNALS if not stack.entity[:, ENTITY_SIGNALS.index(n)].any())
 
 
 def _containers(selectors: Sequence[str], number: Mapping[str, int]) -> Array:
@@ -399,9 +419,10 @@ def start(weights: Weights) -> Params:
 
 
 def neutral(packaged: Params) -> Params:
-    """A neutral start: each fittable weight 1 and each share its `NEUTRAL_SHARES` value (unfit signals keep their
-    weight), so no fold starts from weights once tuned on the repository it holds out."""
-    return {n: packaged[n] if n in UNFIT else NEUTRAL_SHARES.get(n, 1.0) for n in packaged}
+    """A neutral start: each fittable weight 1 and each share its `NEUTRAL_SHARES` value (unfit and execution signals
+    keep their weight: never tuned on these instances), so no fold starts from weights once tuned on the repository it
+    holds out."""
+    return {n: packaged[n] if n in UNFIT or n in EXECUTION_SIGNALS else NEUTRAL_SHARES.get(n, 1.0) for n in packaged}
 
 
 def starts(initial: Params, frozen: Iterable[str] = (), seeds: int = RANDOM_STARTS) -> list[Params]:
@@ -426,7 +447,7 @@ def fit(
     `seeds` random starts; `frozen` parameters keep their value of `initial` in every start; a move must gain more
     than `min_gain` points of the objective."""
     stack = cases if isinstance(cases, Batch) else batch(cases)
-    frozen = tuple(frozen)
+    frozen = (*frozen, *absent(stack))
     pinned = {n: initial[n] for n in frozen}
     found = [climb(stack, {**s, **pinned}, frozen, min_gain=min_gain) for s in [*also, *starts(initial, frozen, seeds)]]
     return max(found, key=lambda params: objective(stack, params))

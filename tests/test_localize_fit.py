@@ -225,3 +225,31 @@ def test_the_matrix_ranking_leads_from_the_first_file_as_rank_does(fitting: Modu
         expected = (1, 1, 1, entity_first, 1, 1)
         assert fitting.hits(case, {**params, "top_file_lead": lead}) == expected
         assert tuple(fitting.batch_hits(fitting.batch([case, case]), {**params, "top_file_lead": lead})[1]) == expected
+
+
+def test_a_records_execution_signals_are_fitted_and_held_where_no_record_has_them(fitting: ModuleType) -> None:
+    """`--execute` records carry the snippets' signals: the fit may weigh them; without them it leaves their weights."""
+    made = []
+    for number in range(4):
+        made.append(
+            {
+                "instance_id": f"x-{number}",
+                "repo": f"acme/{'one' if number < 2 else 'two'}",
+                "entity_signals": {"bm25": {"m.py::A.f": 0.5, "m.py::B.g": 0.9, "n.py::h": 0.8}},
+                "file_signals": {"bm25_file": {"n.py": 1.0, "m.py": 0.9}},
+                "execution_signals": {"executed": {"m.py::A.f": 1.0, "n.py::h": 0.2}, "raised": {}},
+                "gold_files": ["m.py"],
+                "gold_entities": ["m.py::A.f"],
+            }
+        )
+    packaged = fitting.start(Weights.load())
+    initial = {**fitting.neutral(packaged), "executed": 0.0}
+    ran = [fitting.instance(r, is_peripheral) for r in made]
+    assert fitting.absent(ran) == ("raised",)
+    fitted = fitting.fit(ran, initial)
+    assert fitted["executed"] > 0 and fitted["raised"] == initial["raised"]
+    assert fitting.rates(ran, fitted)["entity@1"] == 100.0 > fitting.rates(ran, initial)["entity@1"]
+    static = [fitting.instance({k: v for k, v in r.items() if k != "execution_signals"}, is_peripheral) for r in made]
+    assert fitting.absent(static) == ("raised", "executed")
+    held = fitting.fit(static, initial)
+    assert held["executed"] == 0.0 and held["raised"] == initial["raised"] == packaged["raised"]
