@@ -675,8 +675,9 @@ def print_ablations(
     header = ("without (refit, leave-one-repo-out)", "file@5", "entity@10", "entity@1", "d file@5", "d entity@10")
     print("\n| " + " | ".join((*header, "d entity@1")) + " |\n" + "|---" * 7 + "|")
     base = base_run["rates"]
-    off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in UNFIT}, **PRIORS_OFF}
-    for signal, value in ((s, v) for s, v in off.items() if (only is None or s in only) and s not in absent(cases)):
+    unmeasured = set(UNFIT) | set(absent(cases))
+    off = {**{s: 0.0 for s in (*ENTITY_SIGNALS, *FILE_SIGNALS) if s not in unmeasured}, **PRIORS_OFF}
+    for signal, value in ((s, v) for s, v in off.items() if only is None or s in only):
         if all(fold[signal] == value for fold in base_run["fitted"].values()):
             print(f"| {signal} | (off in every fold) | | | +0.0 | +0.0 | +0.0 |")
             continue
