@@ -80,6 +80,13 @@ HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
 def main() -> int:
     args = parse_args()
+    if args.execute and lacks_coverage(args.snippet_python or sys.executable):
+        print(
+            f"localize_bench: {args.snippet_python or sys.executable} cannot import coverage, so the `executed` signal "
+            "would be empty on every instance; install coverage into that interpreter",
+            file=sys.stderr,
+        )
+        return 2
     rows = [r for r in load(args.instances) if re.search(args.repo_filter, r["repo"])]
     rows = [r for r in rows if mirror(args.repos, r["repo"]) is not None]
     rows = spread_per_repo(rows, args.per_repo)[: args.limit or None]
@@ -101,6 +108,15 @@ def main() -> int:
     if args.cv and results:
         print_cv(results, args)
     return 0
+
+
+def lacks_coverage(python: str) -> bool:
+    """Whether `python` cannot import coverage.py (the snippet driver then measures nothing, silently)."""
+    try:
+        done = subprocess.run([python, "-c", "import coverage"], capture_output=True, timeout=120, check=False)
+    except OSError:
+        return True
+    return done.returncode != 0
 
 
 def spread_per_repo(rows: list[Row], count: int) -> list[Row]:
