@@ -243,7 +243,10 @@ def test_stream_delay_paces_each_event() -> None:
         with httpx.stream("POST", srv.base_url + "/chat/completions", json={"messages": USER, "stream": True}) as r:
             arrivals += [time.monotonic() - started for line in r.iter_lines() if line.startswith("data: ")]
     assert len(arrivals) == 6  # role, three pieces, finish, [DONE]
-    assert arrivals[0] >= 0.1 and arrivals[-1] >= 0.6 and arrivals[-1] - arrivals[0] >= 0.5
+    assert arrivals[0] >= 0.1 and arrivals[-1] >= 0.6  # the server sleeps before each event: hard lower bounds
+    # spread out, not sent at once after one long sleep; 0.5 apart at the server, and the client may receive the first
+    # late on a loaded machine (0.131 s once, under a bench on the other core: a gap of 0.4995)
+    assert arrivals[-1] - arrivals[0] >= 0.4
 
 
 def test_status_429_carries_headers_and_error_body(sdk: Sdk) -> None:
