@@ -80,9 +80,10 @@ HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
 def main() -> int:
     args = parse_args()
-    if args.execute and lacks_coverage(args.snippet_python or sys.executable):
+    snippet_python = args.snippet_python or sys.executable  # without one, the sandbox runs this one's packages
+    if args.execute and lacks_coverage(snippet_python):
         print(
-            f"localize_bench: {args.snippet_python or sys.executable} cannot import coverage, so the `executed` signal "
+            f"localize_bench: {snippet_python} cannot import coverage, so the `executed` signal "
             "would be empty on every instance; install coverage into that interpreter",
             file=sys.stderr,
         )

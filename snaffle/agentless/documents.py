@@ -285,7 +285,7 @@ def _table(columns: list[str], separator: str, shape: re.Pattern[str]) -> dict[s
 def _numbers(text: str) -> tuple[int, ...]:
     if not DECIMALS.fullmatch(text):
         raise ValueError("not decimal")
-    return tuple(map(int, text.split()))
+    return tuple(postings(text))
 
 
 # ------------------------------------------------------------------------------------------------ BM25
