@@ -560,11 +560,8 @@ def _spread(rows: list[Row], key: str) -> str:
 
 def localized_hits(record: Row) -> tuple[int, ...]:
     """The hits of the ranking `Localizer.localize` returned, in the order of `METRICS`."""
-    execution = "execution_signals" in record  # the record's signals include the execution ones: so must its ranking
-    files, entities = (
-        record["exec_files" if execution else "files"],
-        record["exec_entities" if execution else "entities"],
-    )
+    ranked = "exec_" if "execution_signals" in record else ""  # signals with the execution ones: their ranking
+    files, entities = record[f"{ranked}files"], record[f"{ranked}entities"]
     gold_files, gold_entities = record["gold_files"], record["gold_entities"]
     return (*(hit(files, gold_files, k) for k in (1, 3, 5)), *(hit(entities, gold_entities, k) for k in (1, 5, 10)))
 
