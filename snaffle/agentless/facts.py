@@ -89,6 +89,8 @@ class Observation:
     seconds: float
     executed: Mapping[str, frozenset[int]]
     """Per repo-relative file, the 1-based lines the snippet ran."""
+    coverage_missing: str = ""
+    """Why coverage measured nothing (the interpreter cannot import it), when it was asked for."""
 
     def summary(self) -> str:
         """One line: how it ended."""
@@ -129,13 +131,22 @@ def run_snippet(snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetL
         seconds = time.monotonic() - started
         report = _read_json(cwd / "report.json")
         executed = covered(cwd / "coverage.data", root) if limits.coverage else {}
+        missing = _read_text(cwd / "coverage.missing") if limits.coverage else ""
     output = re.sub(rf"^{re.escape(marker)} \d+\n?", "", done.output, flags=re.MULTILINE)
-    return observation(snippet, report, output, done.timed_out, done.dropped, seconds, executed, root)
+    seen = observation(snippet, report, output, done.timed_out, done.dropped, seconds, executed, root)
+    return replace(seen, coverage_missing=missing)
 
 
 @cache
 def driver_source() -> str:
     return resources.files("snaffle.agentless").joinpath("snippet_driver.py").read_text(encoding="utf-8")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _read_json(path: Path) -> list[dict[str, object]]:
@@ -266,6 +277,11 @@ class ExecutionFacts:
     def executed(self) -> dict[str, frozenset[int]]:
         """Per repo-relative file, the lines the reproducing snippets ran (empty without coverage)."""
         return merged_lines(run.seen.executed for run in self.reproducing)
+
+    @property
+    def coverage_missing(self) -> str:
+        """Why the snippets' coverage measured nothing ("" when it measured, or was not asked for)."""
+        return next((run.seen.coverage_missing for run in self.runs if run.seen.coverage_missing), "")
 
 
 def merged_lines(parts: Iterable[Mapping[str, frozenset[int]]]) -> dict[str, frozenset[int]]:
@@ -476,13 +492,17 @@ def facts_fields(facts: ExecutionFacts) -> dict[str, object]:
                 "seconds": round(seen.seconds, 2),
             }
         )
-    return {"snippets": rows, "ambiguous": list(facts.ambiguous), "seconds": round(facts.seconds, 2)}
+    missing = {"coverage_missing": facts.coverage_missing} if facts.coverage_missing else {}
+    return {"snippets": rows, "ambiguous": list(facts.ambiguous), "seconds": round(facts.seconds, 2), **missing}
 
 
 def decision(facts: ExecutionFacts) -> str:
     if not facts.runs:
         return "no runnable snippet"
-    return f"{len(facts.runs)} snippets run, {len(facts.reproducing)} reproduce the issue"
+    ran = f"{len(facts.runs)} snippets run, {len(facts.reproducing)} reproduce the issue"
+    if facts.coverage_missing:
+        return f"{ran}; coverage unavailable in this Python ({facts.coverage_missing}): no `executed` signal"
+    return ran
 
 
 def observed_text(facts: ExecutionFacts) -> str:

@@ -134,12 +134,12 @@ class Pipeline:
     def _run(self) -> Outcome:
         index = RepoIndex(self.workspace.root, cache_dir=cache_dir("structure"))
         failing = self.task.failing_test if self.config.mechanisms.sbfl else None
-        self.spectrum = spectrum(index, failing, self.sandbox) if failing else None
+        self.spectrum = self.covered_run(index, failing) if failing else None
         execution = self.issue_facts(index)
         located, context = self.localize(index, self.sbfl, execution)
         self.baseline(index, located, context)
         if self.existing_failures(index) and self.config.mechanisms.sbfl:
-            self.spectrum = spectrum(index, self.existing_failing, self.sandbox)
+            self.spectrum = self.covered_run(index, self.existing_failing)
             located, context = self.localize(index, self.sbfl, execution)
         mutated, decided = self.mutation(index, located) if self.config.mutation else ([], False)
         if decided:
@@ -202,6 +202,12 @@ class Pipeline:
             context_tokens=tokens.count(self.task.issue.strip()) + tokens.count(context.text),
         )
         return located, context
+
+    def covered_run(self, index: RepoIndex, failing: str | Sequence[str]) -> Spectrum:
+        """SBFL's covered run of the failing tests, said in an `sbfl` stage (or why it measured nothing)."""
+        found = spectrum(index, failing, self.sandbox)
+        self.stage("sbfl", found.decision(), tests=[failing] if isinstance(failing, str) else list(failing))
+        return found
 
     def issue_facts(self, index: RepoIndex) -> dict[str, dict[Entity, float]] | None:
         """Run the issue's snippets on the original tree (zero tokens); their execution signals, if switched on."""

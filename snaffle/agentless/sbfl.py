@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from snaffle.agentless.baseline import first_error
 from snaffle.agentless.junit import read_cases
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost
@@ -37,6 +38,18 @@ class Spectrum:
     scores: dict[Entity, float]
     failing_lines: dict[str, frozenset[int]]
     """Per repo-relative non-test file, the 1-based lines at least one failing test ran."""
+    tests_run: int = 0
+    tests_failed: int = 0
+    unavailable: str = ""
+    """Why the run measured no coverage (the interpreter cannot import coverage.py, the run was stopped); "" when it
+    measured."""
+
+    def decision(self) -> str:
+        """The `sbfl` stage's one line: what the covered run found, or why it found nothing."""
+        if self.unavailable:
+            return f"no coverage measured: {self.unavailable}"
+        scored = sum(1 for s in self.scores.values() if s > 0)
+        return f"{self.tests_failed} of {self.tests_run} tests failed under coverage; {scored} entities scored"
 
 
 def sbfl_scores(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sandbox) -> dict[Entity, float]:
@@ -66,12 +79,21 @@ def spectrum(index: RepoIndex, failing_test: str | Sequence[str], sandbox: Sandb
             f"--junitxml={scratch / 'junit.xml'}",
             *test_files,
         ]
-        sandbox.run(command, index.root, SBFL_TIMEOUT_S, writable=index.root, env=sandbox.env_for(index.root))
+        done = sandbox.run(command, index.root, SBFL_TIMEOUT_S, writable=index.root, env=sandbox.env_for(index.root))
         outcomes = junit_outcomes(scratch / "junit.xml")
-        lines = covered_lines(scratch / "coverage", index.root)
+        measured = (scratch / "coverage").exists()
+        lines = covered_lines(scratch / "coverage", index.root) if measured else {}
     failed = {name for name, ok in outcomes.items() if not ok}
     ran = {path: frozenset(n for n, tests in by_line.items() if tests & failed) for path, by_line in lines.items()}
-    return Spectrum(entity_suspiciousness(index, lines, failed, len(failed)), {p: r for p, r in ran.items() if r})
+    scores = entity_suspiciousness(index, lines, failed, len(failed))
+    unavailable = "" if measured else why_unmeasured(done.timed_out, done.output)
+    return Spectrum(scores, {p: r for p, r in ran.items() if r}, len(outcomes), len(failed), unavailable)
+
+
+def why_unmeasured(timed_out: bool, output: str) -> str:
+    if timed_out:
+        return f"the covered run did not finish in {SBFL_TIMEOUT_S:.0f} s"
+    return first_error(output) or "coverage wrote no data"
 
 
 def junit_outcomes(path: Path) -> dict[str, bool]:

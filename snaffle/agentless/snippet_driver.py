@@ -3,7 +3,8 @@
 It reads `job.json` from its working directory: the statements, the kind (a `session` runs statement by statement as
 the REPL would, printing each expression's value; a `script` runs whole), the expected values by statement, the
 repository root and whether to measure coverage. Before each statement it prints a marker line; after each it
-rewrites `report.json` (so a snippet killed later still leaves what it did). It imports nothing of snaffle.
+rewrites `report.json` (so a snippet killed later still leaves what it did). Coverage asked of an interpreter that
+cannot import it leaves `coverage.missing` saying why. It imports nothing of snaffle.
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ def start_coverage(job: dict[str, Any]) -> Any:
         return None
     try:
         import coverage
-    except ImportError:
+    except ImportError as exc:  # the snippet still runs; the missing measurement is said, not silent
+        with open("coverage.missing", "w", encoding="utf-8") as handle:
+            handle.write(f"{type(exc).__name__}: {exc}"[:LIMIT])
         return None
     measured = coverage.Coverage(data_file=os.path.abspath("coverage.data"), include=[job["root"] + "/*"])
     measured.start()
