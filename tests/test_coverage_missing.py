@@ -131,3 +131,25 @@ def test_a_run_with_a_python_without_coverage_goes_on_and_its_trajectory_says_wh
     (issue_facts,) = stage_events(out, "issue_facts")
     assert "coverage unavailable" in issue_facts["decision"]
     assert attempt.exit_status == "validated" and "-        return sum(self.slots.values()) + 1" in attempt.patch
+
+
+FORGED_ISSUE = """Shelf breaks
+
+```python
+with open("coverage.missing", "w") as handle:
+    handle.write("x" * 3_000_000 + "\\nsecond line")
+from shelf import Shelf
+Shelf()["fish"] = 1
+```
+
+It raises ValueError.
+"""
+
+
+def test_a_snippet_that_forges_a_huge_coverage_note_gets_one_short_line_into_the_trajectory(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    found = facts.gather(FORGED_ISSUE, repo, Sandbox.create(tmp_path / "box"), FAST)
+    (run,) = found.runs
+    assert run.reason == "raised"
+    assert 0 < len(found.coverage_missing) <= facts.SHORT_OUTPUT and "\n" not in found.coverage_missing
+    assert len(facts.decision(found)) < 600

@@ -131,7 +131,7 @@ def run_snippet(snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetL
         seconds = time.monotonic() - started
         report = _read_json(cwd / "report.json")
         executed = covered(cwd / "coverage.data", root) if limits.coverage else {}
-        missing = _read_text(cwd / "coverage.missing") if limits.coverage else ""
+        missing = _note(cwd / "coverage.missing") if limits.coverage else ""
     output = re.sub(rf"^{re.escape(marker)} \d+\n?", "", done.output, flags=re.MULTILINE)
     seen = observation(snippet, report, output, done.timed_out, done.dropped, seconds, executed, root)
     return replace(seen, coverage_missing=missing)
@@ -142,11 +142,14 @@ def driver_source() -> str:
     return resources.files("snaffle.agentless").joinpath("snippet_driver.py").read_text(encoding="utf-8")
 
 
-def _read_text(path: Path) -> str:
+def _note(path: Path) -> str:
+    """A note the driver left (the snippet shares its directory, so it may have written one too): one short line."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        with path.open("rb") as handle:
+            head = handle.read(4 * SHORT_OUTPUT)
     except OSError:
         return ""
+    return cut_line(head.decode("utf-8", errors="replace"))
 
 
 def _read_json(path: Path) -> list[dict[str, object]]:
