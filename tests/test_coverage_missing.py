@@ -21,21 +21,11 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
 from snaffle.types import Limits, Task
 from tests.helpers import Start, make_repo, stage_events
-from tests.test_facts import FAST, RAISING_ISSUE, SHELF_FILES
+from tests.test_facts import FAST, RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
 from tests.test_facts_pipeline import DONE, TOTAL_FILES, edit
 
 PYTEST_PARTS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
 """What `python -m pytest` imports, shown to the bare venv without the rest of snaffle's site-packages."""
-SUM_ISSUE = """Shelf total is off by one
-
-    >>> from shelf import Shelf
-    >>> s = Shelf()
-    >>> s["a"] = 2
-    >>> s.total()
-    3
-
-I expected `s.total()` to return `2`.
-"""
 
 
 def bare_venv(target: Path, with_pytest: bool) -> Path:
@@ -124,7 +114,7 @@ def test_a_run_with_a_python_without_coverage_goes_on_and_its_trajectory_says_wh
         pipeline=pipeline,
         python=PythonChoice(str(python), BY_FLAG),
     )
-    task = Task(repo=repo, issue=SUM_ISSUE, failing_test="tests/test_core.py::test_sum_of_slots")
+    task = Task(repo=repo, issue=WRONG_VALUE_ISSUE, failing_test="tests/test_core.py::test_sum_of_slots")
     attempt = solve(task, config)
     (sbfl,) = stage_events(out, "sbfl")
     assert sbfl["decision"].startswith("no coverage measured: ") and "No module named coverage" in sbfl["decision"]
