@@ -209,8 +209,19 @@ def test_sample_workers_take_the_slots_only_when_not_told(props: list[PropsServe
 # --- opt-in: the real llama-server on the 0.5B model (pytest -m local_model) ------------------------------------
 
 
+def llama_server_missing() -> str:
+    """Why the llama-server test cannot run here ("" when it can): the `server` extra is opt-in apart from `local`."""
+    try:
+        engines.find_binary(None)
+    except UserError as exc:
+        return str(exc)
+    return ""
+
+
 @pytest.mark.local_model
 def test_llama_server_decodes_two_requests_at_once() -> None:
+    if missing := llama_server_missing():
+        pytest.skip(missing)
     with local_model.serve("0.5b", ctx=2048, engine=engines.engine_choice(LLAMA_SERVER, 2)) as server:
         assert (server.engine, server.slots) == (LLAMA_SERVER, 2)
         assert engines.endpoint_slots(server.base_url) == 2
