@@ -149,6 +149,38 @@ def test_edit_entity_search_replace_and_its_failures(view: RepoView) -> None:
         editor.edit_entity("geo/shapes.py::long_function", search="    x", replace="    y")
 
 
+def test_blank_fields_the_model_filled_in_count_as_absent(view: RepoView) -> None:
+    """A weak model fills every field of the schema (Qwen2.5-Coder-1.5B, the A/B bench: `"new_source": ""` beside its
+    search and replace, in every call of a sample): a blank field is no answer, so the other form applies."""
+    reader, editor = Reader(view), EntityEditor(view)
+    reader.read_entity("geo/shapes.py::Circle.scaled")
+    out = editor.edit_entity(
+        "geo/shapes.py::Circle.scaled", search="self.r * k", replace="self.r * abs(k)", new_source="  \n"
+    )
+    assert "+        return Circle(self.r * abs(k))" in out.output
+    answer = "def scaled(self, k):\n    return Circle(self.r * k * 2)\n"
+    out = editor.edit_entity("geo/shapes.py::Circle.scaled", search="", replace="", new_source=answer)
+    assert "+        return Circle(self.r * k * 2)" in out.output
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"search": "self.r * k", "replace": "x", "new_source": "def scaled(self, k):\n    return 1\n"}, "not both"),
+        ({"search": "self.r * k"}, "search without replace"),
+        ({"replace": "x"}, "replace without search"),
+        ({"search": "", "replace": "", "new_source": ""}, "give either search and replace, or new_source"),
+    ],
+)
+def test_edit_entity_says_which_fields_are_wrong(view: RepoView, fields: dict[str, str], message: str) -> None:
+    path = view.workspace.root / "geo" / "shapes.py"
+    before = path.read_bytes()
+    Reader(view).read_entity("geo/shapes.py::Circle.scaled")
+    with pytest.raises(ToolFailure, match=message):
+        EntityEditor(view).edit_entity("geo/shapes.py::Circle.scaled", **fields)
+    assert path.read_bytes() == before
+
+
 def test_a_rejected_edit_leaves_the_file_byte_for_byte(view: RepoView) -> None:
     path = view.workspace.root / "geo" / "shapes.py"
     before = path.read_bytes()

@@ -28,6 +28,23 @@ class GateFailure(ToolFailure):
     """A gate refused the edit; the repository is unchanged."""
 
 
+def _given(field: str | None) -> str | None:
+    """A blank field is no answer: weak models fill every field of the schema (`"new_source": ""` beside a search
+    and replace)."""
+    return field if field is not None and field.strip() else None
+
+
+def _form_error(search: str | None, replace: str | None, new_source: str | None) -> str:
+    """What is wrong with the fields of an `edit_entity` call that is neither form."""
+    if new_source is not None:
+        return "give either search and replace, or new_source, not both"
+    if search is not None:
+        return "search without replace: give the text that replaces it (empty to delete it)"
+    if replace:
+        return "replace without search: give the exact text it replaces"
+    return "give either search and replace, or new_source"
+
+
 class UnparsableAnswer(ToolFailure):
     """The answer's code does not parse."""
 
@@ -57,12 +74,13 @@ class EntityEditor:
         lines = text.splitlines(keepends=True)
         old = "".join(lines[entity.start_line : entity.end_line + 1])
         notes: list[GateResult] = []
-        if new_source is not None and search is None:
+        search, new_source = _given(search), _given(new_source)
+        if new_source is not None and search is None and not replace:
             new = self._rewrite(entity, old, new_source, notes)
         elif search is not None and replace is not None and new_source is None:
             new = replace_once(entity, old, search, replace)
         else:
-            raise ToolFailure("give either search and replace, or new_source")
+            raise ToolFailure(_form_error(search, replace, new_source))
         after = "".join(lines[: entity.start_line]) + new + "".join(lines[entity.end_line + 1 :])
         if self.lint:
             after = self._linted(entity.path, text, after, new_source if search is None else None, notes)
