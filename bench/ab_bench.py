@@ -491,6 +491,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
     "bound": {"pipeline": {"bound_max_tokens": True}},
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
+    "failing_existing": {"switches": {"failing_existing": True}},
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
