@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from snaffle.agentless.config import PipelineConfig, switch_defaults
 from snaffle.agentless.localize import ENTITY_SIGNALS, FILE_SIGNALS, Weights
 from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
@@ -153,3 +154,13 @@ def packaged_with(weights: Mapping[str, float], **tuning: float) -> Weights:
 def only_signals(**weights: float) -> Weights:
     """The packaged localization weights with every signal at 0 but `weights` (shares and priors as packaged)."""
     return packaged_with({**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), **weights})
+
+
+def scripted_pipeline(**pipeline: Any) -> PipelineConfig:
+    """A pipeline drawing exactly the samples a test scripts: no extra samples, and related tests failing on the
+    original not required, unless the test asks (both are on by default; tests/test_sampling.py and
+    tests/test_facts_pipeline.py test them)."""
+    pipeline.setdefault("extra_samples", False)
+    if "switches" not in pipeline:
+        pipeline["switches"] = replace(switch_defaults(), failing_existing=False)
+    return PipelineConfig(**pipeline)

@@ -93,6 +93,29 @@ def test_a_related_test_failing_on_the_original_drives_sbfl_and_is_required(scri
     assert attempt.exit_status == "validated"
 
 
+def test_by_default_a_patch_leaving_a_failing_related_test_draws_another_sample(
+    scripted: Start, tmp_path: Path
+) -> None:
+    """The packaged default (session 19's A/B: toolz-tail's patch passed the issue's snippet while the two toolz tests
+    that failed on the original still failed, and was `validated`): the failing related test is required, and with
+    nothing validated after `samples` draws another sample is drawn."""
+    assert PipelineConfig().extra_samples and PipelineConfig().uses("failing_existing")
+    repo = make_repo(tmp_path / "shelf", TOTAL_FILES)
+    elsewhere = edit("shelf/core.py::Shelf.total", "sum(self.slots.values()) + 1", "sum(self.slots.values(), 1)")
+    right = edit("shelf/core.py::Shelf.total", " + 1\n", "\n")
+    server = scripted([elsewhere, DONE, right, DONE])
+    out = tmp_path / "run"
+    pipeline = PipelineConfig(samples=1, one_shot=False, reproduce=False)
+    config = SolveConfig(
+        "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
+    )
+    attempt = solve(Task(repo=repo, issue=PROSE_ISSUE), config)
+    validate = stage_events(out, "validate")
+    assert [v["decision"] for v in validate] == ["invalid", "valid"]
+    assert stage_events(out, "sampling")[-1]["decision"] == "2 of 6 samples: sample 1 is validated"
+    assert attempt.exit_status == "validated"
+
+
 def test_a_reproducing_snippet_becomes_the_reproduction_test_without_a_model_call(
     scripted: Start, tmp_path: Path
 ) -> None:

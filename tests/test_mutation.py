@@ -9,7 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle.agentless import mutation
-from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.evidence import TestEvidence
 from snaffle.agentless.mutants import mutants
 from snaffle.agentless.mutation import decisive, seconded
@@ -19,7 +18,7 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
 from snaffle.types import Limits, Task
 from snaffle.workspace import Workspace
-from tests.helpers import CALC_ISSUE, Start, make_repo, stage_events
+from tests.helpers import CALC_ISSUE, Start, make_repo, scripted_pipeline, stage_events
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
 from tests.test_pipeline import agentless, stages
 
@@ -176,7 +175,7 @@ def test_after_a_tie_only_the_mutants_a_sample_agrees_with_are_candidates() -> N
 def test_a_given_failing_test_screens_only_the_lines_it_ran(scripted: Start, calc_repo: Path, tmp_path: Path) -> None:
     server = scripted([])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=2, one_shot=True, mutation=True)
+    pipeline = scripted_pipeline(samples=2, one_shot=True, mutation=True)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=9), out, zero_pricer, pipeline=pipeline
     )

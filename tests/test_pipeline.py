@@ -19,7 +19,16 @@ from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
-from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, Start, make_repo, repo_tests_pass, stage_events
+from tests.helpers import (
+    CALC_ISSUE,
+    CALC_SOURCE,
+    CALC_TEST,
+    Start,
+    make_repo,
+    repo_tests_pass,
+    scripted_pipeline,
+    stage_events,
+)
 
 DONE = {"content": "DONE"}
 
@@ -36,7 +45,7 @@ def agentless(repo: Path, issue: str, server_url: str, out: Path, **pipeline: An
         Limits(max_turns=40),
         out,
         zero_pricer,
-        pipeline=PipelineConfig(**pipeline),
+        pipeline=scripted_pipeline(**pipeline),
         apply=True,  # the tests below check the fix in the repo
     )
     return solve(Task(repo=repo, issue=issue), config)

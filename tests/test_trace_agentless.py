@@ -19,7 +19,7 @@ from snaffle.trace.cli import main
 from snaffle.trace.runs import load_runs
 from snaffle.trajectory import instance_name, read_trajectory
 from snaffle.types import Limits, Task
-from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, FIX_SCRIPT, Start, make_repo
+from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, FIX_SCRIPT, Start, make_repo, scripted_pipeline
 from tests.trace_scenarios import ADD_FIXED, MUL_BROKEN, REPRO
 
 Runs = dict[str, Path]
@@ -43,8 +43,8 @@ def run_agentless(repo: Path, server_url: str, out: Path, pipeline: PipelineConf
 @pytest.mark.parametrize(
     ("script", "pipeline"),
     [
-        ([REPRO, ADD_FIXED, MUL_BROKEN], PipelineConfig(samples=2, one_shot=True, top_k=2, early_stop=False)),
-        ([REPRO, EDIT_ADD, {"content": "DONE"}], PipelineConfig(samples=1, one_shot=False)),
+        ([REPRO, ADD_FIXED, MUL_BROKEN], scripted_pipeline(samples=2, one_shot=True, top_k=2, early_stop=False)),
+        ([REPRO, EDIT_ADD, {"content": "DONE"}], scripted_pipeline(samples=1, one_shot=False)),
     ],
     ids=["one-shot", "loop"],
 )

@@ -17,7 +17,7 @@ from snaffle.observations import PolicyConfig
 from snaffle.run import SolveConfig, solve
 from snaffle.testing import ScriptedServer
 from snaffle.types import Limits, Task, Usage
-from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, make_repo
+from tests.helpers import CALC_ISSUE, CALC_SOURCE, CALC_TEST, make_repo, scripted_pipeline
 
 PYTEST = "python -m pytest -q -p no:cacheprovider tests"
 PYTEST_FILE = "python -m pytest -q -p no:cacheprovider tests/test_calc.py"
@@ -50,7 +50,7 @@ CLEAN = [bash(PYTEST, reasoning_content=REASONING), VIEW, FIX, bash(PYTEST), DON
 REPRO = {"content": "```python\nfrom calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n```"}
 ADD_FIXED = {"content": "The sum was a difference.\n\n```python\ndef add(a, b):\n    return a + b\n```"}
 MUL_BROKEN = {"content": "```python\ndef mul(a, b):\n    return a ** b\n```"}
-ONE_SHOT = PipelineConfig(samples=2, one_shot=True, top_k=2, early_stop=False)  # both samples drawn and traced
+ONE_SHOT = scripted_pipeline(samples=2, one_shot=True, top_k=2, early_stop=False)  # both samples drawn and traced
 """The agentless arm as the weak model runs it: a reproduction call, then two one-shot samples."""
 
 
