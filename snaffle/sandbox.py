@@ -21,14 +21,14 @@ import subprocess
 import sys
 import sysconfig
 import time
-import uuid
 import venv
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 from snaffle import data
+from snaffle.callgroup import CallGroup
 from snaffle.exceptions import ToolFailure, UserError
 from snaffle.types import SOURCE_DIRS
 from snaffle.workspace import SAFE_GIT_ENV
@@ -47,8 +47,8 @@ UNSAFE_WARNING = (
 )
 EXIT_GRACE_S = 0.5
 READ_CHUNK = 65_536
-PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
-BUBBLEWRAP_KEYS = ("system_paths", "etc_paths", "max_processes")
+BUBBLEWRAP_KEYS = ("system_paths", "etc_paths", "max_processes", "max_memory_mb", "fallback_address_space_mb")
+MEMORY_KILLED = "\n[snaffle: killed at this call's memory cap of {mb} MB (all its processes together)]\n"
 PIP_SHIM = '#!/bin/sh\nexec "$VIRTUAL_ENV/bin/python" -m pip "$@"\n'
 
 
@@ -66,6 +66,8 @@ class Confinement:
     system_paths: tuple[str, ...]
     etc_paths: tuple[str, ...]
     max_processes: int
+    max_memory_mb: int
+    fallback_address_space_mb: int
     keep_env: tuple[str, ...]
     path: str
     output_cap_bytes: int
@@ -82,6 +84,8 @@ def confinement() -> Confinement:
         system_paths=tuple(box["system_paths"]),
         etc_paths=tuple(box["etc_paths"]),
         max_processes=int(box["max_processes"]),
+        max_memory_mb=int(box["max_memory_mb"]),
+        fallback_address_space_mb=int(box["fallback_address_space_mb"]),
         keep_env=tuple(environment["keep"]),
         path=str(environment["path"]),
         output_cap_bytes=int(output["cap_bytes"]),
@@ -105,6 +109,7 @@ class Completed:
     returncode: int | None
     timed_out: bool
     dropped: int = 0
+    memory_exceeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,8 @@ class Sandbox:
     readable: tuple[Path, ...] = field(default=())
     interpreter: str = ""
     """The interpreter chosen for the repository's code ('' : snaffle's own); its prefixes are in `readable`."""
+    memory_mb: int = field(default_factory=lambda: confinement().max_memory_mb)
+    """The memory all processes of one call may hold together (0: no cap)."""
 
     @property
     def python(self) -> str:
@@ -171,10 +178,10 @@ class Sandbox:
         env = dict(self.env if env is None else env)
         cap = confinement().output_cap_bytes if output_cap is None else output_cap
         if self.mode == "none":
-            return spawn(command, cwd, env, timeout_s, cap, limits)
+            return spawn(command, cwd, env, timeout_s, cap, limits, self.memory_mb)
         mounts = Mounts(writable, cwd, readonly)
         wrapped = [*bubblewrap_argv(confinement(), self, mounts, env), *command]
-        return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, limits)
+        return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, limits, self.memory_mb)
 
 
 @dataclass(frozen=True)
@@ -287,9 +294,12 @@ def bubblewrap_works() -> bool:
         return False
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap: int, limits: Rlimits) -> Completed:
-    """Start in a new session and a pids cgroup when one is writable; read at most `cap` bytes; end the tree."""
-    group = PidsGroup.create(confinement().max_processes)
+def spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap: int, limits: Rlimits, memory_mb: int = 0
+) -> Completed:
+    """Start in a new session and the call's cgroups (processes, and `memory_mb` for all of them together) when
+    they can be made; read at most `cap` bytes; end the tree. A kill at the memory cap is said in the output."""
+    group = CallGroup.create(confinement().max_processes, memory_mb << 20)
     try:
         proc = subprocess.Popen(
             argv,
@@ -299,7 +309,7 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_child_setup(limits, group),
+            preexec_fn=_child_setup(per_process(limits, group, memory_mb), group),
         )
     except OSError as exc:
         group.close()
@@ -308,12 +318,23 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap
         head, tail, dropped, timed_out = read_capped(proc, cap, time.monotonic() + timeout_s)
     finally:
         _kill_group(proc)
+        exceeded = group.memory_exceeded()
         group.close()
         proc.wait()
     output = head.decode("utf-8", "replace")
     if dropped:
         output += f"\n[... {dropped} bytes cut ...]\n" + tail.decode("utf-8", "replace")
-    return Completed(output, None if timed_out else proc.returncode, timed_out, dropped)
+    if exceeded:
+        output += MEMORY_KILLED.format(mb=memory_mb)
+    return Completed(output, None if timed_out else proc.returncode, timed_out, dropped, exceeded)
+
+
+def per_process(limits: Rlimits, group: CallGroup, memory_mb: int) -> Rlimits:
+    """The rlimits of each process: where no memory cgroup holds the call's cap, an address-space limit instead
+    (virtual memory, so larger than the cap: `fallback_address_space_mb`); a call's own limit stays."""
+    if not memory_mb or group.memory is not None or limits.memory_bytes:
+        return limits
+    return replace(limits, memory_bytes=confinement().fallback_address_space_mb << 20)
 
 
 def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tuple[bytes, bytes, int, bool]:
@@ -346,7 +367,7 @@ def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tup
     return bytes(head), bytes(tail), dropped, False
 
 
-def _child_setup(limits: Rlimits, group: PidsGroup) -> Callable[[], None]:
+def _child_setup(limits: Rlimits, group: CallGroup) -> Callable[[], None]:
     def setup() -> None:
         group.join()
         for kind, value in (
@@ -356,64 +377,11 @@ def _child_setup(limits: Rlimits, group: PidsGroup) -> Callable[[], None]:
         ):
             if value:
                 resource.setrlimit(kind, (value, value))
-        if group.path is None and os.geteuid() != 0:
+        if group.pids is None and os.geteuid() != 0:
             processes = confinement().max_processes
             resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
     return setup
-
-
-@dataclass(frozen=True)
-class PidsGroup:
-    """A pids cgroup for one call: at most `max_processes` at once, and every member killed when it closes."""
-
-    path: Path | None
-
-    @classmethod
-    def create(cls, max_processes: int) -> PidsGroup:
-        for root in PIDS_ROOTS:
-            if (root / "pids.max").exists() or not (root / "cgroup.procs").exists():
-                continue  # the root group has no pids.max; a root without cgroup.procs is no cgroup
-            path = root / f"snaffle-{uuid.uuid4().hex[:12]}"
-            try:
-                path.mkdir()
-                (path / "pids.max").write_text(str(max_processes))
-                return cls(path)
-            except OSError:
-                _remove(path)
-        return cls(None)
-
-    def join(self) -> None:
-        """Called in the child before exec: it and everything it starts belong to the group."""
-        if self.path is not None:
-            with open(self.path / "cgroup.procs", "w") as procs:
-                procs.write(str(os.getpid()))
-
-    def close(self) -> None:
-        if self.path is None:
-            return
-        for _ in range(50):
-            pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-            if not pids:
-                break
-            for pid in pids:
-                _kill(pid)
-            time.sleep(0.01)
-        _remove(self.path)
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def import_roots(root: Path) -> list[Path]:

@@ -9,6 +9,7 @@ import pytest
 from snaffle import data
 from snaffle.primitives.extract import (
     REPAIR_FILE,
+    closest,
     defining_blocks,
     edit_format_for,
     is_unified_diff,
@@ -194,3 +195,27 @@ def test_isolate_definition_takes_the_decorated_definition_up_to_its_dedent() ->
     assert isolate_definition(nested, "m") == "def m(self):\n    return 1\n"
     assert isolate_definition(nested, "n") is None  # cut off itself
     assert isolate_definition(nested, "missing") is None
+
+
+MODULE_PARSE = (
+    "# vers/_old.py::parse\ndef parse(text):\n"
+    '    """Deprecated: use Version.parse."""\n    return Version.parse(text)\n'
+)
+METHOD_PARSE = (
+    "# vers/version.py::Version.parse\n    @classmethod\n    def parse(cls, text):\n"
+    '        major, minor = text.split(".")\n        return cls(int(minor), int(major))\n'
+)
+ANSWERED_METHOD = (
+    '@classmethod\ndef parse(cls, text):\n    major, minor = text.split(".")\n    return cls(int(major), int(minor))\n'
+)
+
+
+def test_a_rewrite_goes_to_the_namesake_it_reads_like_not_the_first() -> None:
+    """semver on the A/B bench: `Version.parse` rewritten, applied to the module's deprecated `parse` (ranked first),
+    refused for its undefined names, five samples of six."""
+    assert closest(ANSWERED_METHOD, [MODULE_PARSE, METHOD_PARSE]) == 1
+    assert closest("def parse(text):\n    return Version.parse(text.strip())\n", [MODULE_PARSE, METHOD_PARSE]) == 0
+
+
+def test_a_tie_goes_to_the_first() -> None:
+    assert closest("x = 1\n", ["a = 2\n", "a = 2\n"]) == 0

@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("version", "types", "exceptions"),
     (
         "index",
+        "callgroup",
         "sandbox",
         "interpreter",
         "workspace",

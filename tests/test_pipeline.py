@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,46 @@ def test_no_valid_patch_leaves_the_repo_unchanged(calc_repo: Path, scripted: Sta
     assert validate[0]["regressions"] == ["tests.test_calc::test_mul"]
 
 
+def test_a_patch_whose_tests_flood_memory_is_invalid_and_the_run_goes_on(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    """The attack: a patch that allocates without end when the tests call it (session 20: 21 GB, the host's OOM
+    killer). The call's memory cap kills it inside the sandbox; the sample is invalid, the next one validated."""
+    flood = edit("calc/__init__.py::add", "return a - b", "return [bytearray(2**26) for _ in iter(int, 1)]")
+    fix = edit("calc/__init__.py::add", "return a - b", "return a + b")
+    server = scripted([flood, DONE, fix, DONE])
+    out = tmp_path / "run"
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, reproduce=False, samples=2, early_stop=False)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+    return a + b\n" in attempt.patch and repo_tests_pass(calc_repo)
+    validations = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
+    assert [e["decision"] for e in validations] == ["invalid", "valid"]
+    assert validations[0]["stopped"].startswith("killed at the memory cap of ") and "stopped" not in validations[1]
+
+
+def test_a_patch_whose_tests_hang_ends_the_run_at_its_wall_clock_cap(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    """A test run is bounded by what is left of the run's wall clock, not by its own 300 s (session 20: a bench
+    task capped at 300 s ran 401 s, in validation)."""
+    hang = edit("calc/__init__.py::add", "return a - b", "return __import__('time').sleep(3600)")
+    server = scripted([hang, DONE, hang, DONE])
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(server.base_url, "scripted"),
+        Limits(max_turns=40, timeout_s=20),
+        tmp_path / "run",
+        zero_pricer,
+        pipeline=scripted_pipeline(reproduce=False, samples=2, early_stop=False),
+    )
+    started = time.monotonic()
+    attempt = solve(Task(repo=calc_repo, issue=TRACEBACK_ISSUE), config)
+    assert attempt.exit_status == "timeout", stages(tmp_path / "run")
+    assert time.monotonic() - started < 20 + 15
+    ending = next(read_trajectory(tmp_path / "run" / "trajectory.jsonl").of_type("exit"))
+    assert "wall-clock cap reached (20 s)" in ending["message"]
+
+
 def test_one_shot_rewrite_of_a_method(scripted: Start, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "depot", NESTED_FILES)
     issue = "`Store.Shelf.count('apple')` counts every item that is NOT an apple."
@@ -197,6 +238,39 @@ def test_one_shot_rewrite_of_a_method(scripted: Start, tmp_path: Path) -> None:
     assert attempt.exit_status == "submitted", stages(out)
     assert "        def count(self, name):\n" in (repo / "depot" / "store.py").read_text()
     assert "item == name" in attempt.patch
+
+
+VERS_FILES: dict[str, str | bytes] = {
+    "vers/__init__.py": "from vers._old import parse\nfrom vers.version import Version\n",
+    "vers/_old.py": (
+        "from vers.version import Version\n\n\n"
+        'def parse(text):\n    """Deprecated: use Version.parse (parse a version string)."""\n'
+        "    return Version.parse(text)\n"
+    ),
+    "vers/version.py": (
+        "class Version:\n"
+        "    def __init__(self, major, minor):\n        self.major, self.minor = major, minor\n\n"
+        "    @classmethod\n    def parse(cls, text):\n"
+        '        major, minor = text.split(".")\n        return cls(int(minor), int(major))\n'
+    ),
+}
+
+
+def test_a_rewrite_of_a_method_is_applied_to_it_not_to_a_namesake_ranked_first(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "vers", VERS_FILES)
+    issue = "The deprecated `vers._old.parse('1.2')` gives major 2: parse swaps the major and minor parts."
+    answer = (
+        "```python\n@classmethod\ndef parse(cls, text):\n"
+        '    major, minor = text.split(".")\n    return cls(int(major), int(minor))\n```\n'
+    )
+    server = scripted([{"content": answer}])
+    out = tmp_path / "run"
+    attempt = agentless(repo, issue, server.base_url, out, samples=1, reproduce=False, one_shot=True)
+    localize = next(read_trajectory(out / "trajectory.jsonl").of_type("stage"))
+    assert localize["candidates"][:2] == ["vers/_old.py::parse", "vers/version.py::Version.parse"]
+    assert attempt.exit_status == "submitted", stages(out)
+    assert "return cls(int(major), int(minor))" in (repo / "vers" / "version.py").read_text()
+    assert "vers/_old.py" not in attempt.patch
 
 
 def test_one_shot_rewrite_gets_its_answers_import_and_the_recovery_is_in_the_trajectory(

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from snaffle import sandbox as sandbox_module
 from snaffle.exceptions import UserError
-from snaffle.sandbox import Completed, PidsGroup, Rlimits, Sandbox, bubblewrap_works
+from snaffle.sandbox import CallGroup, Completed, Rlimits, Sandbox, bubblewrap_works
 from tests.helpers import FORK_BOMB, tiny_wheel
 
 pytestmark = pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot start here (.ci/run installs it)")
@@ -112,14 +113,68 @@ def test_a_timeout_ends_the_whole_tree(box: Sandbox, repo: Path) -> None:
 
 
 def test_a_fork_bomb_is_bounded(box: Sandbox, repo: Path) -> None:
-    probe = PidsGroup.create(1)
+    probe = CallGroup.create(1, 0)
     probe.close()
-    if probe.path is None and os.geteuid() == 0:
+    if probe.pids is None and os.geteuid() == 0:
         pytest.skip("no writable pids cgroup, and RLIMIT_NPROC does not bind root")
     limit = sandbox_module.confinement().max_processes
     done = box.run(["python", "-c", FORK_BOMB], repo, 60, writable=repo)
     forked = [int(n) for n in re.findall(r"forked (\d+)", done.output)]
     assert forked and forked[0] < limit, done.output
+
+
+MEMORY_FLOOD = "held = []\nwhile True:\n    held.append(bytearray(32 * 1024**2))\n"
+SHARED_FLOOD = (  # four processes, 120 MB each: every one alone under a 300 MB cap, together above it
+    "import os, time\n"
+    "for _ in range(4):\n"
+    "    if os.fork() == 0:\n"
+    "        held = bytearray(120 * 1024**2)\n"
+    "        time.sleep(30)\n"
+    "        os._exit(0)\n"
+    "os.wait(); os.wait(); os.wait(); os.wait()\n"
+)
+
+
+def memory_group_here() -> bool:
+    probe = CallGroup.create(1, 1 << 30)
+    probe.close()
+    return probe.memory is not None
+
+
+def test_a_memory_flood_is_stopped_at_the_calls_cap_and_said(box: Sandbox, repo: Path) -> None:
+    """A patch whose code allocates without end took this host to its global OOM killer (21 GB, session 20)."""
+    small = replace(box, memory_mb=300)
+    started = time.monotonic()
+    done = small.run(["python", "-c", MEMORY_FLOOD], repo, 60, writable=repo)
+    assert not done.timed_out and done.returncode != 0
+    assert time.monotonic() - started < 30
+    if memory_group_here():
+        assert done.memory_exceeded
+        assert "killed at this call's memory cap of 300 MB" in done.output, done.output
+    else:  # no writable memory cgroup: each process gets the cap as its address-space limit
+        assert "MemoryError" in done.output, done.output
+
+
+def test_processes_share_one_memory_cap(box: Sandbox, repo: Path) -> None:
+    if not memory_group_here():
+        pytest.skip("no writable memory cgroup here (the per-process address-space limit cannot bind a sum)")
+    done = replace(box, memory_mb=300).run(["python", "-c", SHARED_FLOOD], repo, 60, writable=repo)
+    assert done.memory_exceeded and not done.timed_out, done.output
+    assert "memory cap of 300 MB" in done.output
+
+
+def test_the_packaged_memory_cap_binds_without_being_asked(box: Sandbox, repo: Path) -> None:
+    cap_mb = sandbox_module.confinement().max_memory_mb
+    assert box.memory_mb == cap_mb and 0 < cap_mb * 1024**2 < os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    done = box.run(["python", "-c", MEMORY_FLOOD], repo, 120, writable=repo)
+    assert not done.timed_out and done.returncode != 0
+    assert f"memory cap of {cap_mb} MB" in done.output or "MemoryError" in done.output, done.output
+
+
+def test_a_process_under_the_cap_is_untouched(box: Sandbox, repo: Path) -> None:
+    code = "b = bytearray(100 * 1024**2); print('held', len(b) >> 20)"
+    done = replace(box, memory_mb=300).run(["python", "-c", code], repo, 60, writable=repo)
+    assert done.returncode == 0 and "held 100" in done.output and not done.memory_exceeded
 
 
 def test_output_is_capped_at_the_pipe(box: Sandbox, repo: Path) -> None:

@@ -28,6 +28,7 @@ from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import Spectrum, spectrum
 from snaffle.agentless.validate import (
+    TESTS_TIMEOUT_S,
     CandidatePatch,
     TestOutcomes,
     changed_lines,
@@ -407,7 +408,7 @@ class Pipeline:
             len(self.before.asserted - after.passed) if worth_testing else 0,
             f"mutant {mutant}" if mutant else "",
         )
-        self.validate_stage(candidate, judged, mutant)
+        self.validate_stage(candidate, judged, mutant, after.stopped)
         return candidate
 
     def judged(self, clone: Workspace, patch: str, worth_testing: bool) -> tuple[bool | None, tuple[Verdict, ...]]:
@@ -416,7 +417,9 @@ class Pipeline:
         others = [e for e in self.evidence if e.name not in TEST_EVIDENCE_NAMES] if worth_testing else []
         return reproduces, judge_all(others, clone, self.sandbox)
 
-    def validate_stage(self, candidate: CandidatePatch, judged: Sequence[Verdict], mutant: str = "") -> None:
+    def validate_stage(
+        self, candidate: CandidatePatch, judged: Sequence[Verdict], mutant: str = "", stopped: str = ""
+    ) -> None:
         self.stage(
             "validate",
             "valid" if candidate.valid else "invalid",
@@ -432,6 +435,7 @@ class Pipeline:
             snippets=[{"evidence": v.evidence, "passed": v.passed, "failure": v.failure} for v in judged],
             against=list(candidate.against),
             passed=list(candidate.passed),
+            **({"stopped": stopped} if stopped else {}),
         )
 
     def fixes_existing(self, after: TestOutcomes) -> bool:
@@ -467,7 +471,16 @@ class Pipeline:
     ) -> TestOutcomes:
         """Every test run the harness makes goes through here, so the next stage line can say how many it made."""
         self.test_runs += bool(targets or extra)
-        return run_tests(workspace, sandbox or self.sandbox, targets, extra or [])
+        return run_tests(workspace, sandbox or self.sandbox, targets, extra or [], self.test_timeout())
+
+    def test_timeout(self) -> float:
+        """A test run's seconds: its own cap, or what is left of the run's wall clock (none left ends the run)."""
+        if self.deadline is None:
+            return TESTS_TIMEOUT_S
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LimitsExceeded("timeout", f"wall-clock cap reached ({self.limits.timeout_s:g} s)")
+        return min(TESTS_TIMEOUT_S, left)
 
     def stage(self, name: str, decision: str, **fields: object) -> None:
         runs, self.test_runs = self.test_runs, 0

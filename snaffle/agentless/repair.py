@@ -29,9 +29,11 @@ from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
 from snaffle.primitives.edit import EntityEditor
 from snaffle.primitives.extract import (
+    closest,
     defining_blocks,
     edit_format_for,
     is_unified_diff,
+    isolate_definition,
     line_diff_blocks,
     reindent,
     search_replace_blocks,
@@ -288,7 +290,7 @@ def apply_answer(
         if not found:
             reason = "a unified diff is not accepted" if is_unified_diff(answer) else "no edit found in the answer"
             return "no_edit", reason
-        rewrites = [(context.selectors[context.names.index(n)], code) for n, code in found]
+        rewrites = [(rewritten(context, name, code), code) for name, code in found]
         return _apply_rewrites(editor, view, rewrites, gates)
     except ToolFailure as failure:
         return "no_edit", str(failure)
@@ -302,6 +304,16 @@ def apply_answer(
     finally:
         for gate in gates:
             sink.write(gate_event(1, None, gate))
+
+
+def rewritten(context: RepairContext, name: str, code: str) -> str:
+    """The candidate an answer's definition of `name` replaces: the only one of that name, or of several (a module's
+    `parse` and `Version.parse`), the one its definition reads most like."""
+    same = [i for i, n in enumerate(context.names) if n == name]
+    if len(same) == 1 or len(context.blocks) != len(context.names):
+        return context.selectors[same[0]]
+    defined = isolate_definition(code, name) or code
+    return context.selectors[same[closest(defined, [context.blocks[i] for i in same])]]
 
 
 def _edit(editor: EntityEditor, gates: list[GateResult], selector: str, **change: str) -> None:

@@ -6,7 +6,7 @@ import hashlib
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
@@ -30,6 +30,8 @@ class TestOutcomes:
     ran: bool
     errored: frozenset[str] = frozenset()
     """Tests that errored (collection or fixture errors) rather than failed an assertion; also in `failed`."""
+    stopped: str = ""
+    """Why pytest did not finish ('' when it did): the call's memory cap, or its time."""
 
     @property
     def asserted(self) -> frozenset[str]:
@@ -99,7 +101,11 @@ def collect_only(root: Path, sandbox: Sandbox, targets: Sequence[str], timeout_s
 
 
 def run_tests(
-    workspace: Workspace, sandbox: Sandbox, targets: Sequence[str], extra_paths: Sequence[str] = ()
+    workspace: Workspace,
+    sandbox: Sandbox,
+    targets: Sequence[str],
+    extra_paths: Sequence[str] = (),
+    timeout_s: float = TESTS_TIMEOUT_S,
 ) -> TestOutcomes:
     """Run pytest on `targets` (and test files outside the repo) and read each test's outcome from junit XML."""
     if not targets and not extra_paths:
@@ -120,8 +126,15 @@ def run_tests(
             *targets,
             *extra_paths,
         ]
-        sandbox.run(command, workspace.root, TESTS_TIMEOUT_S, writable=workspace.root, env=env)
-        return read_junit(junit)
+        done = sandbox.run(command, workspace.root, timeout_s, writable=workspace.root, env=env)
+        return replace(read_junit(junit), stopped=stopped_by(done, sandbox.memory_mb, timeout_s))
+
+
+def stopped_by(done: Completed, memory_mb: int, timeout_s: float) -> str:
+    """Why a test run ended before pytest did, in a few words ('' when pytest ended)."""
+    if done.memory_exceeded:
+        return f"killed at the memory cap of {memory_mb} MB"
+    return f"stopped after {timeout_s:g} s" if done.timed_out else ""
 
 
 def read_junit(path: Path) -> TestOutcomes:

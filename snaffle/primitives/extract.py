@@ -8,6 +8,7 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import cache
 from typing import Any
 
@@ -103,11 +104,18 @@ def defining_blocks(answer: str, names: Sequence[str]) -> list[tuple[str, str]]:
     answer — that defines it, dedented)."""
     blocks = code_blocks(answer)
     found = []
-    for name in dict.fromkeys(names):  # two candidates of one name: the answer's def goes to the first
+    for name in dict.fromkeys(names):  # two candidates of one name: the caller tells them apart (`closest`)
         block = _defining(blocks, name)
         if block is not None:
             found.append((name, textwrap.dedent(block)))
     return found
+
+
+def closest(code: str, sources: Sequence[str]) -> int:
+    """The index of the source `code` reads most like (the first on a tie): which of two candidates of one name (a
+    module's `parse` and `Version.parse`) an answer's definition rewrites."""
+    ratios = [SequenceMatcher(None, textwrap.dedent(source), code, autojunk=False).ratio() for source in sources]
+    return ratios.index(max(ratios))
 
 
 def pick_block(answer: str, name: str) -> str:
