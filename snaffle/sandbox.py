@@ -29,6 +29,7 @@ from pathlib import Path
 
 from snaffle import data
 from snaffle.callgroup import CallGroup
+from snaffle.diskguard import DiskBudget
 from snaffle.exceptions import ToolFailure, UserError
 from snaffle.types import SOURCE_DIRS
 from snaffle.workspace import SAFE_GIT_ENV
@@ -47,8 +48,17 @@ UNSAFE_WARNING = (
 )
 EXIT_GRACE_S = 0.5
 READ_CHUNK = 65_536
-BUBBLEWRAP_KEYS = ("system_paths", "etc_paths", "max_processes", "max_memory_mb", "fallback_address_space_mb")
+BUBBLEWRAP_KEYS = (
+    "system_paths",
+    "etc_paths",
+    "max_processes",
+    "max_memory_mb",
+    "fallback_address_space_mb",
+    "max_disk_mb",
+)
 MEMORY_KILLED = "\n[snaffle: killed at this call's memory cap of {mb} MB (all its processes together)]\n"
+DISK_STOPPED = "\n[snaffle: stopped: this call took more than {mb} MB of the disk]\n"
+GUARD_EVERY_S = 0.1
 PIP_SHIM = '#!/bin/sh\nexec "$VIRTUAL_ENV/bin/python" -m pip "$@"\n'
 
 
@@ -68,6 +78,7 @@ class Confinement:
     max_processes: int
     max_memory_mb: int
     fallback_address_space_mb: int
+    max_disk_mb: int
     keep_env: tuple[str, ...]
     path: str
     output_cap_bytes: int
@@ -86,6 +97,7 @@ def confinement() -> Confinement:
         max_processes=int(box["max_processes"]),
         max_memory_mb=int(box["max_memory_mb"]),
         fallback_address_space_mb=int(box["fallback_address_space_mb"]),
+        max_disk_mb=int(box["max_disk_mb"]),
         keep_env=tuple(environment["keep"]),
         path=str(environment["path"]),
         output_cap_bytes=int(output["cap_bytes"]),
@@ -110,6 +122,7 @@ class Completed:
     timed_out: bool
     dropped: int = 0
     memory_exceeded: bool = False
+    disk_exceeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,8 @@ class Sandbox:
     """The interpreter chosen for the repository's code ('' : snaffle's own); its prefixes are in `readable`."""
     memory_mb: int = field(default_factory=lambda: confinement().max_memory_mb)
     """The memory all processes of one call may hold together (0: no cap)."""
+    disk_mb: int = field(default_factory=lambda: confinement().max_disk_mb)
+    """The disk space one call may take from the filesystems it writes to (0: not watched)."""
 
     @property
     def python(self) -> str:
@@ -177,11 +192,21 @@ class Sandbox:
         command = ["/bin/bash", "-c", argv] if isinstance(argv, str) else list(argv)
         env = dict(self.env if env is None else env)
         cap = confinement().output_cap_bytes if output_cap is None else output_cap
+        budget = CallBudget(limits, self.memory_mb, DiskBudget.watch((writable, self.scratch, cwd), self.disk_mb))
         if self.mode == "none":
-            return spawn(command, cwd, env, timeout_s, cap, limits, self.memory_mb)
+            return spawn(command, cwd, env, timeout_s, cap, budget)
         mounts = Mounts(writable, cwd, readonly)
         wrapped = [*bubblewrap_argv(confinement(), self, mounts, env), *command]
-        return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, limits, self.memory_mb)
+        return spawn(wrapped, Path("/"), {"PATH": "/usr/bin:/bin"}, timeout_s, cap, budget)
+
+
+@dataclass(frozen=True)
+class CallBudget:
+    """What one call may use: per-process rlimits, memory for all its processes together, the disk it may take."""
+
+    limits: Rlimits
+    memory_mb: int = 0
+    disk: DiskBudget = DiskBudget((), 0)
 
 
 @dataclass(frozen=True)
@@ -294,12 +319,10 @@ def bubblewrap_works() -> bool:
         return False
 
 
-def spawn(
-    argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap: int, limits: Rlimits, memory_mb: int = 0
-) -> Completed:
-    """Start in a new session and the call's cgroups (processes, and `memory_mb` for all of them together) when
-    they can be made; read at most `cap` bytes; end the tree. A kill at the memory cap is said in the output."""
-    group = CallGroup.create(confinement().max_processes, memory_mb << 20)
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, cap: int, budget: CallBudget) -> Completed:
+    """Start in a new session and the call's cgroups (processes, and memory for all of them together) when they can
+    be made; read at most `cap` bytes; stop it past its disk budget; end the tree. A stop at a cap is said."""
+    group = CallGroup.create(confinement().max_processes, budget.memory_mb << 20)
     try:
         proc = subprocess.Popen(
             argv,
@@ -309,24 +332,27 @@ def spawn(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_child_setup(per_process(limits, group, memory_mb), group),
+            preexec_fn=_child_setup(per_process(budget.limits, group, budget.memory_mb), group),
         )
     except OSError as exc:
         group.close()
         raise ToolFailure(f"could not start {argv[0]}: {exc}") from exc
     try:
-        head, tail, dropped, timed_out = read_capped(proc, cap, time.monotonic() + timeout_s)
+        read = read_capped(proc, cap, time.monotonic() + timeout_s, budget.disk.exceeded)
     finally:
         _kill_group(proc)
-        exceeded = group.memory_exceeded()
+        memory_exceeded = group.memory_exceeded()
         group.close()
         proc.wait()
-    output = head.decode("utf-8", "replace")
-    if dropped:
-        output += f"\n[... {dropped} bytes cut ...]\n" + tail.decode("utf-8", "replace")
-    if exceeded:
-        output += MEMORY_KILLED.format(mb=memory_mb)
-    return Completed(output, None if timed_out else proc.returncode, timed_out, dropped, exceeded)
+    output = read.head.decode("utf-8", "replace")
+    if read.dropped:
+        output += f"\n[... {read.dropped} bytes cut ...]\n" + read.tail.decode("utf-8", "replace")
+    if memory_exceeded:
+        output += MEMORY_KILLED.format(mb=budget.memory_mb)
+    if read.guarded:
+        output += DISK_STOPPED.format(mb=budget.disk.budget_bytes >> 20)
+    returncode = None if read.timed_out else proc.returncode
+    return Completed(output, returncode, read.timed_out, read.dropped, memory_exceeded, read.guarded)
 
 
 def per_process(limits: Rlimits, group: CallGroup, memory_mb: int) -> Rlimits:
@@ -337,18 +363,37 @@ def per_process(limits: Rlimits, group: CallGroup, memory_mb: int) -> Rlimits:
     return replace(limits, memory_bytes=confinement().fallback_address_space_mb << 20)
 
 
-def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tuple[bytes, bytes, int, bool]:
-    """Head and tail (each at most cap/2 bytes) of the output, the bytes dropped between, and whether time ran
-    out. Reading stops at EOF, or shortly after the process exits while a daemon still holds the pipe."""
+@dataclass(frozen=True)
+class Read:
+    """What `read_capped` kept of a call's output, and why it stopped reading."""
+
+    head: bytes
+    tail: bytes
+    dropped: int
+    timed_out: bool = False
+    guarded: bool = False
+    """The guard (the disk budget) said stop."""
+
+
+def read_capped(
+    proc: subprocess.Popen[bytes], cap: int, deadline: float, over: Callable[[], bool] = lambda: False
+) -> Read:
+    """Head and tail (each at most cap/2 bytes) of the output, the bytes dropped between, and whether time ran out
+    or `over` (asked every GUARD_EVERY_S) said stop. Reading stops at EOF, or shortly after the process exits while
+    a daemon still holds the pipe."""
     assert proc.stdout is not None
     fd, half = proc.stdout.fileno(), max(cap // 2, 1)
-    head, tail, dropped, exited_at = bytearray(), bytearray(), 0, None
+    head, tail, dropped, exited_at, checked = bytearray(), bytearray(), 0, None, time.monotonic()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
             if now >= deadline:
-                return bytes(head), bytes(tail), dropped, True
+                return Read(bytes(head), bytes(tail), dropped, timed_out=True)
+            if now - checked >= GUARD_EVERY_S:
+                checked = now
+                if over():
+                    return Read(bytes(head), bytes(tail), dropped, guarded=True)
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > EXIT_GRACE_S:
@@ -364,7 +409,7 @@ def read_capped(proc: subprocess.Popen[bytes], cap: int, deadline: float) -> tup
             if len(tail) > half:
                 dropped += len(tail) - half
                 del tail[: len(tail) - half]
-    return bytes(head), bytes(tail), dropped, False
+    return Read(bytes(head), bytes(tail), dropped)
 
 
 def _child_setup(limits: Rlimits, group: CallGroup) -> Callable[[], None]:

@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "index",
         "callgroup",
+        "diskguard",
         "sandbox",
         "interpreter",
         "workspace",

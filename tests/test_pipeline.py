@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,12 @@ import pytest
 
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.options import add_pipeline_args, pipeline_config
-from snaffle.agentless.validate import normalize_source
+from snaffle.agentless.validate import normalize_source, stopped_by
 from snaffle.index.imports import module_name
 from snaffle.model.client import ModelConfig
 from snaffle.primitives.extract import one_shot_for
 from snaffle.run import SolveConfig, solve, zero_pricer
-from snaffle.sandbox import import_roots
+from snaffle.sandbox import Completed, Sandbox, import_roots
 from snaffle.trajectory import read_trajectory
 from snaffle.types import Attempt, Limits, Task
 from tests.helpers import (
@@ -198,6 +199,20 @@ def test_a_patch_whose_tests_flood_memory_is_invalid_and_the_run_goes_on(
     validations = [e for e in read_trajectory(out / "trajectory.jsonl").of_type("stage") if e["stage"] == "validate"]
     assert [e["decision"] for e in validations] == ["invalid", "valid"]
     assert validations[0]["stopped"].startswith("killed at the memory cap of ") and "stopped" not in validations[1]
+
+
+@pytest.mark.parametrize(
+    ("done", "said"),
+    [
+        (Completed("", -9, False, memory_exceeded=True), "killed at the memory cap of 300 MB"),
+        (Completed("", None, False, disk_exceeded=True), "stopped at the disk budget of 200 MB"),
+        (Completed("", None, True), "stopped after 12.5 s"),
+        (Completed("", 1, False), ""),
+    ],
+)
+def test_a_test_run_that_did_not_finish_says_why(done: Completed, said: str, tmp_path: Path) -> None:
+    box = replace(Sandbox.create(tmp_path / "scratch", "none"), memory_mb=300, disk_mb=200)
+    assert stopped_by(done, box, 12.5) == said
 
 
 def test_a_patch_whose_tests_hang_ends_the_run_at_its_wall_clock_cap(

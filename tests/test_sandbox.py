@@ -177,6 +177,32 @@ def test_a_process_under_the_cap_is_untouched(box: Sandbox, repo: Path) -> None:
     assert done.returncode == 0 and "held 100" in done.output and not done.memory_exceeded
 
 
+DISK_FLOOD = "f = open('flood.bin', 'wb')\nwhile True:\n    f.write(bytes(1 << 22))\n    f.flush()\n"
+SPREAD_FLOOD = (  # many files, each small: no per-file limit stops it
+    "n = 0\nwhile True:\n    n += 1\n    with open(f'part{n}.bin', 'wb') as f:\n        f.write(bytes(1 << 22))\n"
+)
+
+
+@pytest.mark.parametrize("code", [DISK_FLOOD, SPREAD_FLOOD], ids=["one-file", "many-files"])
+def test_a_disk_flood_is_stopped_at_the_calls_write_budget_and_said(box: Sandbox, repo: Path, code: str) -> None:
+    """A patch (or a command) that writes without end would fill the host's disk within the 300 s a test run has."""
+    small = replace(box, disk_mb=200)
+    started = time.monotonic()
+    done = small.run(["python", "-c", code], repo, 120, writable=repo)
+    assert done.disk_exceeded and not done.timed_out and done.returncode != 0
+    assert "stopped: this call took more than 200 MB of the disk" in done.output, done.output
+    assert time.monotonic() - started < 60
+    written = sum(p.stat().st_size for p in repo.glob("*.bin"))
+    assert written < 200 * 2**20 + 2**30, written  # near the budget: checked every 0.1 s, page-cache writes are fast
+
+
+def test_a_call_within_its_disk_budget_is_untouched(box: Sandbox, repo: Path) -> None:
+    code = "open('small.bin', 'wb').write(bytes(20 << 20)); print('wrote')"
+    done = replace(box, disk_mb=200).run(["python", "-c", code], repo, 60, writable=repo)
+    assert done.returncode == 0 and "wrote" in done.output and not done.disk_exceeded
+    assert box.disk_mb == sandbox_module.confinement().max_disk_mb > 0
+
+
 def test_output_is_capped_at_the_pipe(box: Sandbox, repo: Path) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     done = run(box, repo, "yes | head -c 300000000; echo END", output_cap=4096)

@@ -127,13 +127,15 @@ def run_tests(
             *extra_paths,
         ]
         done = sandbox.run(command, workspace.root, timeout_s, writable=workspace.root, env=env)
-        return replace(read_junit(junit), stopped=stopped_by(done, sandbox.memory_mb, timeout_s))
+        return replace(read_junit(junit), stopped=stopped_by(done, sandbox, timeout_s))
 
 
-def stopped_by(done: Completed, memory_mb: int, timeout_s: float) -> str:
+def stopped_by(done: Completed, sandbox: Sandbox, timeout_s: float) -> str:
     """Why a test run ended before pytest did, in a few words ('' when pytest ended)."""
     if done.memory_exceeded:
-        return f"killed at the memory cap of {memory_mb} MB"
+        return f"killed at the memory cap of {sandbox.memory_mb} MB"
+    if done.disk_exceeded:
+        return f"stopped at the disk budget of {sandbox.disk_mb} MB"
     return f"stopped after {timeout_s:g} s" if done.timed_out else ""
 
 
