@@ -175,7 +175,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from snaffle import settings
     from snaffle.agentless.options import add_cap_args, add_pipeline_args
     from snaffle.arms import ARMS, DEFAULT_ARM
-    from snaffle.sandbox import add_sandbox_arg
+    from snaffle.sandbox import add_caps_args, add_sandbox_arg
 
     p = sub.add_parser("solve", help=COMMANDS["solve"][0], description="Fix an issue in a repo.")
     p.add_argument("--repo", type=Path, required=True, help="path of a git repository")
@@ -189,6 +189,7 @@ def add_solve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_pipeline_args(p)
     add_cap_args(p)
     add_sandbox_arg(p)
+    add_caps_args(p)
     python = "the interpreter that runs the repo's tests and snippets (default: the repo's .venv/venv, else snaffle's)"
     p.add_argument("--python", metavar="PATH", help=python)
     p.add_argument("--out", type=Path, required=True, help="run directory for trajectory, patch and result")
@@ -212,7 +213,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from snaffle.interpreter import choose
     from snaffle.model.client import check_endpoint
     from snaffle.run import SolveConfig, check_run_dir, clear_run_dir, collect_failing_test, solve
-    from snaffle.sandbox import require_mode
+    from snaffle.sandbox import caps_of, require_mode
     from snaffle.shim.pricing import load_pricing
     from snaffle.trajectory import instance_name
     from snaffle.types import Task
@@ -233,6 +234,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         observer=progress,
         pipeline=pipeline_config(args),
         sandbox=args.sandbox,
+        caps=caps_of(args),
         apply=args.apply,
         settings=settings.as_json(getattr(args, "settings", ()), leave_out=("issue",)),
     )

@@ -24,7 +24,7 @@ from snaffle.interpreter import Interpreter, PythonChoice, choose, prepare
 from snaffle.model.client import ModelConfig, OpenAIModel
 from snaffle.observations import PolicyConfig
 from snaffle.primitives.reader import RepoView
-from snaffle.sandbox import Sandbox
+from snaffle.sandbox import CallCaps, Sandbox
 from snaffle.tools import Registry
 from snaffle.trajectory import (
     PATCH_FILE,
@@ -83,6 +83,8 @@ class SolveConfig:
     """Work in a private copy of the repo; False only for a checkout that is private already (SWE-bench's)."""
     sandbox: str = "bubblewrap"
     """How model-caused processes are confined: `bubblewrap`, or `none` (unconfined; unsafe)."""
+    caps: CallCaps = field(default_factory=CallCaps)
+    """What one model-caused call may use (memory, disk); unset: data/sandbox.toml's."""
     settings: Mapping[str, object] = field(default_factory=dict)
     """The command line's resolved settings and where each came from (`{key: {value, from}}`), for the header."""
     python: PythonChoice | None = None
@@ -108,6 +110,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
             spec = arm_spec(config.arm)
             choice = config.python or choose(task.repo, None)
             sandbox, interpreter = prepare(choice, Path(scratch) / "sandbox", config.sandbox)
+            sandbox = config.caps.applied(sandbox)
             if spec.pipeline:
                 writer.write(header(task, config, spec, interpreter))
                 pipeline = Pipeline(

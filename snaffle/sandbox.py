@@ -233,6 +233,41 @@ def add_sandbox_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sandbox", choices=MODES, default=MODES[0], help=help_text)
 
 
+@dataclass(frozen=True)
+class CallCaps:
+    """A user's caps for every model-caused call of a run (`--memory-mb`, `--disk-mb`; None: data/sandbox.toml's)."""
+
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+
+    def applied(self, box: Sandbox) -> Sandbox:
+        memory = box.memory_mb if self.memory_mb is None else self.memory_mb
+        return replace(box, memory_mb=memory, disk_mb=box.disk_mb if self.disk_mb is None else self.disk_mb)
+
+
+def add_caps_args(parser: argparse.ArgumentParser) -> None:
+    """`--memory-mb N` and `--disk-mb N`: what one call may use (0: no cap), for a repository whose tests need more."""
+    conf = confinement()
+    memory = f"memory all processes of one call may hold together, MB (default {conf.max_memory_mb}; 0: no cap)"
+    disk = f"disk space one call may take, MB (default {conf.max_disk_mb}; 0: not watched)"
+    parser.add_argument("--memory-mb", type=_megabytes, metavar="N", help=memory)
+    parser.add_argument("--disk-mb", type=_megabytes, metavar="N", help=disk)
+
+
+def caps_of(args: argparse.Namespace) -> CallCaps:
+    return CallCaps(getattr(args, "memory_mb", None), getattr(args, "disk_mb", None))
+
+
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of MB: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a size cannot be negative: {value}")
+    return value
+
+
 def sandbox_env(env_dir: Path, home: Path, host: Mapping[str, str]) -> dict[str, str]:
     """The whole environment a sandboxed process gets: the allowlist of `data/sandbox.toml` and fixed values."""
     conf = confinement()

@@ -96,6 +96,8 @@ def test_bad_inputs_fail_in_one_line(calc_repo: Path, tmp_path: Path) -> None:
         (["--repo", str(calc_repo), "--issue-file", str(tmp_path / "nope.md")], "cannot read the issue file"),
         (["--repo", str(calc_repo), "--issue", "   "], "issue text is empty"),
         (["--repo", str(calc_repo), "--issue", "x", "--max-turns", "-1"], "caps must be >= 0"),
+        (["--repo", str(calc_repo), "--issue", "x", "--memory-mb", "-5"], "a size cannot be negative: -5"),
+        (["--repo", str(calc_repo), "--issue", "x", "--disk-mb", "lots"], "not a whole number of MB: 'lots'"),
     ]
     for args, message in cases:
         proc = snaffle("solve", *args, "--base-url", dead, "--out", str(tmp_path / "out"))
@@ -107,6 +109,23 @@ def test_bad_inputs_fail_in_one_line(calc_repo: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SNAFFLE_BASE_URL"}
     proc = snaffle("solve", "--repo", str(calc_repo), "--issue", "x", "--out", str(tmp_path / "o"), env=env)
     assert proc.returncode != 0 and "pass --base-url or set SNAFFLE_BASE_URL" in proc.stderr
+
+
+def test_the_memory_cap_is_the_users_to_set(calc_repo: Path, scripted: Start, tmp_path: Path) -> None:
+    """`--memory-mb`: a repository whose tests need more than the packaged 4 GiB, or a user who wants less. A patch
+    that floods memory is killed at the cap the user gave, and the validation says so."""
+    flood = {"name": "edit_entity", "arguments": {"selector": "calc/__init__.py::add", "search": "return a - b"}}
+    flood["arguments"]["replace"] = "return [bytearray(2**24) for _ in iter(int, 1)]"
+    server = scripted([{"tool_calls": [flood]}, {"content": "DONE"}])
+    out = tmp_path / "run"
+    args = ["--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url, "--model", "scripted"]
+    options = ["--loop", "--samples", "1", "--no-reproduce", "--memory-mb", "300", "--out", str(out)]
+    proc = snaffle("solve", *args, *options)
+    trajectory = read_trajectory(out / "trajectory.jsonl")
+    assert next(trajectory.of_type("exit"))["status"] == "no_valid_patch", proc.stderr
+    validate = [e for e in trajectory.of_type("stage") if e["stage"] == "validate"]
+    assert validate[0]["decision"] == "invalid" and validate[0]["stopped"] == "killed at the memory cap of 300 MB"
+    assert next(trajectory.of_type("header"))["settings"]["memory_mb"] == {"value": 300, "from": "flag"}
 
 
 def test_prompt_size_is_within_budget() -> None:

@@ -201,6 +201,28 @@ def test_a_patch_whose_tests_flood_memory_is_invalid_and_the_run_goes_on(
     assert validations[0]["stopped"].startswith("killed at the memory cap of ") and "stopped" not in validations[1]
 
 
+def test_a_valid_patch_is_kept_when_the_wall_clock_runs_out_validating_the_next(
+    calc_repo: Path, scripted: Start, tmp_path: Path
+) -> None:
+    """Test runs end at the run's wall clock; that must not throw away a valid patch found before."""
+    fix = edit("calc/__init__.py::add", "return a - b", "return a + b")
+    hang = edit("calc/__init__.py::add", "return a - b", "return __import__('time').sleep(3600)")
+    server = scripted([fix, DONE, hang, DONE])
+    out = tmp_path / "run"
+    config = SolveConfig(
+        "agentless",
+        ModelConfig(server.base_url, "scripted"),
+        Limits(max_turns=40, timeout_s=25),
+        out,
+        zero_pricer,
+        pipeline=scripted_pipeline(reproduce=False, samples=2, early_stop=False, stop_after_green=False),
+    )
+    task = Task(repo=calc_repo, issue=TRACEBACK_ISSUE, failing_test="tests/test_calc.py::test_add")
+    attempt = solve(task, config)
+    assert attempt.exit_status == "validated" and "+    return a + b\n" in attempt.patch, stages(out)
+    assert ("validate", "not validated") in stages(out)
+
+
 @pytest.mark.parametrize(
     ("done", "said"),
     [

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snaffle.sandbox import CallCaps
 from snaffle.trajectory import PATCH_FILE, TRAJECTORY_FILE, write_result
 from snaffle.types import Usage
 from snaffle.workspace import classify_patch
@@ -32,6 +33,8 @@ class AdapterSpec:
     """The agentless arm's knobs (None: the defaults)."""
     sandbox: str = "bubblewrap"
     """How snaffle's arms confine model-caused commands (`snaffle.sandbox.MODES`)."""
+    caps: CallCaps = field(default_factory=CallCaps)
+    """What one model-caused call may use (`--memory-mb`, `--disk-mb`)."""
     python: PythonChoice | None = None
     """The interpreter for the repository's code (a SWE-bench instance's environment); None: `interpreter.choose`."""
 

@@ -28,6 +28,7 @@ class ArmAdapter:
             self.pricer,
             private_copy=False,
             sandbox=self.spec.sandbox,
+            caps=self.spec.caps,
             python=self.spec.python,
         )
         if self.spec.pipeline is not None:

@@ -304,7 +304,7 @@ class Pipeline:
             try:
                 candidates += self.draw(context, numbers)
             except LimitsExceeded as stop:
-                if len(candidates) < self.config.samples:
+                if len(candidates) < self.config.samples and not out_of_time_with_a_valid(stop, candidates):
                     raise  # a cap reached among the base samples ends the run, as without the plan
                 capped = stop.message
                 break
@@ -324,7 +324,16 @@ class Pipeline:
         """Samples `numbers`, `self.workers` at once, then each validated."""
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             patches = list(pool.map(lambda i: self.sample(context, i), numbers))
-        return [self.validate(i, patch) for i, patch in zip(numbers, patches, strict=True)]
+        candidates: list[CandidatePatch] = []
+        for i, patch in zip(numbers, patches, strict=True):
+            try:
+                candidates.append(self.validate(i, patch))
+            except LimitsExceeded as stop:
+                if not out_of_time_with_a_valid(stop, candidates):
+                    raise
+                self.stage("validate", "not validated", sample=i, message=stop.message)
+                break  # the wall clock ran out while validating: a valid patch already found is kept
+        return candidates
 
     def sample(self, context: RepairContext, number: int) -> str:
         """One repair attempt on a clean copy, within its share of the caps; returns its patch ('' for none)."""
@@ -488,3 +497,8 @@ class Pipeline:
 
     def outcome(self, status: str, message: str) -> Outcome:
         return Outcome(status, message, self.usage, self.turns, time.monotonic() - self.started)
+
+
+def out_of_time_with_a_valid(stop: LimitsExceeded, candidates: Sequence[CandidatePatch]) -> bool:
+    """The wall clock ran out after a valid patch was found: the run ends with it rather than with nothing."""
+    return stop.status == "timeout" and any(c.valid for c in candidates)

@@ -18,7 +18,7 @@ from snaffle.agentless.options import add_cap_args, add_pipeline_args
 from snaffle.arms import ARMS, DEFAULT_ARM
 from snaffle.cache import cache_dir
 from snaffle.exceptions import UserError
-from snaffle.sandbox import add_sandbox_arg
+from snaffle.sandbox import add_caps_args, add_sandbox_arg, caps_of
 from snaffle.swebench.workspaces import FORGE_URL, Sources
 from snaffle.types import Limits
 
@@ -86,6 +86,7 @@ def add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_caps_and_shim(p)
     add_pipeline_args(p)
     add_sandbox_arg(p)
+    add_caps_args(p)
     settings.add_config_args(p)
     p.set_defaults(func=cmd_run)
 
@@ -185,6 +186,7 @@ def batch_config(args: argparse.Namespace) -> BatchConfig:
         args.tool_protocol,
         pipeline_config(args),
         args.sandbox,
+        caps=caps_of(args),
     )
     shim = (
         None
