@@ -528,3 +528,22 @@ def test_addopts_naming_a_missing_plugin_are_left_out_so_the_related_tests_run(s
     assert before["decision"] == "1 passing tests in 1 related files" and before["addopts_dropped"] is True
     (validated,) = stage_events(out, "validate")
     assert validated["fixed"] == 1 and attempt.exit_status == "validated"  # test_add, failing before, passes now
+
+
+def test_a_conftest_this_pytest_rejects_is_left_out_so_the_related_tests_run(scripted: Start, tmp_path: Path) -> None:
+    """boltons on the A/B bench: its conftest implements `pytest_ignore_collect(path, config)`, a hook argument
+    pytest 8 removed; the plugin is refused, no test runs, and validation is blind."""
+    files: dict[str, str | bytes] = {
+        "calc/__init__.py": CALC_SOURCE,
+        "tests/test_calc.py": CALC_TEST,
+        "tests/conftest.py": "def pytest_ignore_collect(path, config):\n    return None\n",
+    }
+    repo = make_repo(tmp_path / "calc", files)
+    server = scripted([{"content": "```python\ndef add(a, b):\n    return a + b\n```"}])
+    out = tmp_path / "run"
+    attempt = agentless(repo, CALC_ISSUE, server.base_url, out, samples=1, one_shot=True, reproduce=False)
+    (before,) = stage_events(out, "regression_baseline")
+    assert before["decision"] == "1 passing tests in 1 related files" and before["conftest_dropped"] is True
+    assert "addopts_dropped" not in before
+    (validated,) = stage_events(out, "validate")
+    assert validated["fixed"] == 1 and attempt.exit_status == "validated"

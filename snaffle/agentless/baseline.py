@@ -11,8 +11,14 @@ from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
 NO_WORKING_TESTS = "no working tests"
-NO_ADDOPTS = {"PYTEST_ADDOPTS": "-o addopts="}
-"""The environment that makes pytest ignore the repository's ini `addopts` (read before it, so `-o` empties them)."""
+RELAXATIONS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("addopts_dropped", {"PYTEST_ADDOPTS": "-o addopts="}),
+    ("conftest_dropped", {"PYTEST_ADDOPTS": "-o addopts= --noconftest"}),
+)
+"""When no related test runs, the environments tried next, in order, each named by the baseline field it sets: the
+repository's ini `addopts` left out (`-o` empties them; they often name a plugin this environment lacks), then its
+conftest.py files too (an older repository's hook this pytest refuses, `pytest_ignore_collect(path, ...)`, stops
+every test; tests that need its fixtures then error, and only the others count)."""
 WHY_TIMEOUT_S = 120.0
 ERROR_LINES = (
     re.compile(r"^E\s+((?:[\w.]+(?:Error|Exception)\b|No module named\b).*)$"),

@@ -236,24 +236,25 @@ class Pipeline:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         self.related = related_tests(index, [p for p, _ in located.files[:5]])
         self.before = self.run_tests(self.workspace, self.related)
-        dropped = self.without_addopts() if self.related and not baseline.works(self.before) else False
+        relaxed = self.relaxed_baseline() if self.related and not baseline.works(self.before) else ""
         decision, fields = baseline.verdict(self.before, self.related, self.workspace, self.sandbox)
-        fields = {**fields, "addopts_dropped": True} if dropped else fields
+        fields = {**fields, relaxed: True} if relaxed else fields
         self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
         self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
 
-    def without_addopts(self) -> bool:
-        """When no related test runs, once more without the repository's pytest `addopts` (they often name a plugin
-        this environment lacks: `--cov=...` with no pytest-cov is a usage error, and no test runs). If tests run
-        then, every later pytest run of this run leaves them out too (PYTEST_ADDOPTS, in the sandbox's env)."""
-        relaxed = replace(self.sandbox, env={**self.sandbox.env, **baseline.NO_ADDOPTS})
-        again = self.run_tests(self.workspace, self.related, sandbox=relaxed)
-        if not baseline.works(again):
-            return False
-        self.sandbox, self.before = relaxed, again
-        return True
+    def relaxed_baseline(self) -> str:
+        """When no related test runs, once more in each of `baseline.RELAXATIONS` (the repository's `addopts` left
+        out, then its conftest.py files too); the first in which tests run holds for every later pytest run of this
+        run (PYTEST_ADDOPTS, in the sandbox's env). Its name, or '' when none made tests run."""
+        for name, env in baseline.RELAXATIONS:
+            relaxed = replace(self.sandbox, env={**self.sandbox.env, **env})
+            again = self.run_tests(self.workspace, self.related, sandbox=relaxed)
+            if baseline.works(again):
+                self.sandbox, self.before = relaxed, again
+                return name
+        return ""
 
     def reproduction(self, context: RepairContext) -> None:
         """A test reproducing the issue (from a reproducing snippet, zero tokens, or asked of the model once); kept
