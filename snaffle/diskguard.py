@@ -19,7 +19,7 @@ from pathlib import Path
 class DiskBudget:
     """The filesystems a call writes to, their free bytes when it started, and what it may take of them."""
 
-    free_at_start: tuple[tuple[str, int], ...]
+    free_at_start: tuple[tuple[Path, int], ...]
     budget_bytes: int
 
     @classmethod
@@ -27,11 +27,11 @@ class DiskBudget:
         """One entry per filesystem among `paths` (0 MB: nothing watched)."""
         if budget_mb <= 0:
             return cls((), 0)
-        seen: dict[int, tuple[str, int]] = {}
+        seen: dict[int, tuple[Path, int]] = {}
         for path in paths:
             try:
                 device = os.stat(path).st_dev
-                seen.setdefault(device, (str(path), free_bytes(path)))
+                seen.setdefault(device, (path, free_bytes(path)))
             except OSError:
                 continue
         return cls(tuple(seen.values()), budget_mb << 20)
@@ -40,7 +40,7 @@ class DiskBudget:
         """Whether a watched filesystem has lost more than the budget since the start."""
         for path, free in self.free_at_start:
             try:
-                if free - free_bytes(Path(path)) > self.budget_bytes:
+                if free - free_bytes(path) > self.budget_bytes:
                     return True
             except OSError:
                 continue

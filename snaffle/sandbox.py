@@ -241,8 +241,9 @@ class CallCaps:
     disk_mb: int | None = None
 
     def applied(self, box: Sandbox) -> Sandbox:
-        memory = box.memory_mb if self.memory_mb is None else self.memory_mb
-        return replace(box, memory_mb=memory, disk_mb=box.disk_mb if self.disk_mb is None else self.disk_mb)
+        memory_mb = box.memory_mb if self.memory_mb is None else self.memory_mb
+        disk_mb = box.disk_mb if self.disk_mb is None else self.disk_mb
+        return replace(box, memory_mb=memory_mb, disk_mb=disk_mb)
 
 
 def add_caps_args(parser: argparse.ArgumentParser) -> None:
