@@ -18,6 +18,8 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KILL_ROUNDS = 50
+STALE_S = 3600.0
+"""A `snaffle-*` group left empty this long by a run that never closed it (killed with SIGKILL) is swept."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def _make(parent: Path | None, limits: dict[str, str], optional: dict[str, str] 
     nothing left behind) when it cannot be made."""
     if parent is None:
         return None
+    _sweep(parent)
     path = parent / f"snaffle-{uuid.uuid4().hex[:12]}"
     try:
         path.mkdir()
@@ -113,6 +116,17 @@ def _make(parent: Path | None, limits: dict[str, str], optional: dict[str, str] 
     except OSError:
         _remove(path)
         return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the groups of runs that never closed theirs: untouched for `STALE_S` (a group with members stays:
+    the kernel refuses to remove it)."""
+    try:
+        left = [p for p in parent.glob("snaffle-*") if time.time() - p.stat().st_mtime > STALE_S]
+    except OSError:
+        return
+    for path in left:
+        _remove(path)
 
 
 def _empty(path: Path) -> None:

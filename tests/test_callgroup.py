@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
-from snaffle.callgroup import CallGroup
+import pytest
+
+from snaffle.callgroup import STALE_S, CallGroup
 from snaffle.sandbox import Rlimits, confinement, per_process
 
 
@@ -51,3 +56,26 @@ def test_without_a_memory_group_each_process_gets_an_address_space_limit() -> No
     assert per_process(Rlimits(), CallGroup(None, Path("/g")), 4096).memory_bytes == 0
     assert per_process(Rlimits(memory_bytes=1 << 30), CallGroup(None, None), 4096).memory_bytes == 1 << 30
     assert per_process(Rlimits(), CallGroup(None, None), 0).memory_bytes == 0
+
+
+def test_groups_a_killed_run_left_behind_are_swept_and_no_others() -> None:
+    """A run killed with SIGKILL never closes its groups; the next run removes those left empty for long. A group
+    with a live member stays (the kernel refuses), and so does a recent empty one (another run may be about to join
+    it)."""
+    made = [CallGroup.create(16, 0) for _ in range(3)]
+    if any(group.pids is None for group in made):
+        pytest.skip("no writable pids cgroup here (not root, or no cgroupfs)")
+    stale, recent, busy = (group.pids for group in made)
+    assert stale is not None and recent is not None and busy is not None
+    member = subprocess.Popen(["sleep", "60"], preexec_fn=made[2].join)
+    old = time.time() - STALE_S - 60
+    for path in (stale, busy):
+        os.utime(path, (old, old))
+    try:
+        CallGroup.create(16, 0).close()
+        assert (not stale.exists(), recent.exists(), busy.exists()) == (True, True, True)
+    finally:
+        member.kill()
+        member.wait()
+        for group in made:
+            group.close()
