@@ -484,10 +484,12 @@ EXTRA_GROUPS = ("feedback",)
 the first task of this session's run, for no resolve."""
 
 
-ON_GROUPS: dict[str, dict[str, dict[str, bool]]] = {
+ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "early_stop": {"pipeline": {"early_stop": True}},
     "extra_samples": {"pipeline": {"extra_samples": True}},
     "one_entity": {"pipeline": {"one_entity": True}},
+    "one_entity_after_greedy": {"pipeline": {"one_entity": True}, "scope": {"one_entity_scope": "temperature"}},
+    "one_entity_greedy": {"pipeline": {"one_entity": True}, "scope": {"one_entity_scope": "greedy"}},
     "bound": {"pipeline": {"bound_max_tokens": True}},
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
@@ -505,7 +507,7 @@ def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> Pipe
     """`config` with every switch of `groups` set to `on` (pipeline keys, [mechanisms] switches, [snippets] keys)."""
     from snaffle.agentless.facts import snippet_limits
 
-    pipeline: dict[str, bool] = {}
+    pipeline: dict[str, Any] = {}
     switches: dict[str, bool] = {}
     snippets: dict[str, bool] = {}
     for group in groups:
@@ -513,6 +515,8 @@ def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> Pipe
         pipeline |= dict.fromkeys(parts.get("pipeline", {}), on)
         switches |= dict.fromkeys(parts.get("switches", {}), on)
         snippets |= dict.fromkeys(parts.get("snippets", {}), on)
+        if on:
+            pipeline |= parts.get("scope", {})  # a setting that is not a switch: its value, with the group on
     reading = replace(config.snippets or snippet_limits(), **snippets)
     return replace(config, **pipeline, switches=replace(config.switches, **switches), snippets=reading)
 

@@ -157,10 +157,11 @@ def only_signals(**weights: float) -> Weights:
 
 
 def scripted_pipeline(**pipeline: Any) -> PipelineConfig:
-    """A pipeline drawing exactly the samples a test scripts: no extra samples, and related tests failing on the
-    original not required, unless the test asks (both are on by default; tests/test_sampling.py and
-    tests/test_facts_pipeline.py test them)."""
+    """A pipeline drawing exactly the samples a test scripts: no extra samples, related tests failing on the
+    original not required, and every candidate shown whole to every sample, unless the test asks (all three are on
+    by default; tests/test_sampling.py, tests/test_facts_pipeline.py and tests/test_feedback.py test them)."""
     pipeline.setdefault("extra_samples", False)
+    pipeline.setdefault("one_entity", False)
     if "switches" not in pipeline:
         pipeline["switches"] = replace(switch_defaults(), failing_existing=False)
     return PipelineConfig(**pipeline)

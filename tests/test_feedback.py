@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from snaffle.agentless.config import decode_config
+from snaffle.agentless.config import PipelineConfig, decode_config
 from snaffle.agentless.evidence import TestEvidence, Verdict, short_failure
 from snaffle.agentless.feedback import closed_fence, failure_text
+from snaffle.exceptions import UserError
 from snaffle.sandbox import Sandbox
 from snaffle.testing.scripted_server import count_tokens
 from snaffle.trajectory import read_trajectory
@@ -143,11 +144,40 @@ def test_one_entity_samples_each_target_one_candidate(calc_repo: Path, scripted:
     server = scripted([{"content": RIGHT}, {"content": "```python\ndef mul(a, b):\n    return b * a\n```"}])
     out = tmp_path / "run"
     options = {"one_shot": True, "samples": 2, "top_k": 2, "reproduce": False, "one_entity": True, "early_stop": False}
-    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options)
+    attempt = agentless(calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options, one_entity_scope="all")
     first, second = (shown(r.body["messages"][0]["content"]) for r in server.requests)
     assert "return a - b" in first and "def mul(a, b):\n    ..." in first and "return a * b" not in first
     assert "return a * b" in second and "def add(a, b):\n    ..." in second and "return a - b" not in second
     assert attempt.exit_status == "validated" and "return a + b" in attempt.patch, stages(out)
+
+
+@pytest.mark.parametrize(("scope", "focused"), [("greedy", (True, False)), ("temperature", (False, True))])
+def test_one_entity_scope_says_which_samples_target_one_candidate(
+    calc_repo: Path, scripted: Start, tmp_path: Path, scope: str, focused: tuple[bool, bool]
+) -> None:
+    wrong = "```python\ndef add(a, b):\n    return b - a\n```"
+    server = scripted([{"content": wrong}, {"content": "```python\ndef mul(a, b):\n    return b * a\n```"}])
+    out = tmp_path / "run"
+    options = {"one_shot": True, "samples": 2, "top_k": 2, "reproduce": False, "early_stop": False}
+    attempt = agentless(
+        calc_repo, TRACEBACK_ISSUE, server.base_url, out, **options, one_entity=True, one_entity_scope=scope
+    )
+    prompts = [shown(r.body["messages"][0]["content"]) for r in server.requests]
+    whole = ("return a - b", "return a * b")
+    assert [sum(code in prompt for code in whole) == 1 for prompt in prompts] == list(focused)
+    assert "return a * b" in prompts[1] and len(server.requests) == 2, stages(out)
+    assert attempt.exit_status != "validated"
+
+
+def test_by_default_only_the_greedy_sample_targets_one_candidate() -> None:
+    """Session 21's A/B: the same resolves as every sample seeing all candidates, 0.92x output tokens."""
+    packaged = PipelineConfig()
+    assert [packaged.targets_one(sample) for sample in range(4)] == [True, False, False, False]
+
+
+def test_an_unknown_one_entity_scope_is_one_clear_error() -> None:
+    with pytest.raises(UserError, match="one_entity_scope = 'first': expected one of all, greedy, temperature"):
+        PipelineConfig(one_entity_scope="first")
 
 
 def test_stop_and_max_tokens_are_sent_and_a_cut_fence_is_closed(

@@ -71,6 +71,13 @@ def test_max_samples_below_one_is_refused(tmp_path: Path) -> None:
     refused(proc, "--max-samples must be at least 1")
 
 
+def test_the_one_entity_scope_is_a_setting_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    assert shown("solve", "-c", "one_entity_scope=greedy")["one_entity_scope"] == {"value": "greedy", "from": "-c"}
+    args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
+    proc = snaffle("solve", "-c", "one_entity_scope=first", *args)
+    refused(proc, "one_entity_scope = 'first': expected one of all, greedy, temperature")
+
+
 def test_the_environment_sits_between_the_defaults_and_the_file(tmp_path: Path) -> None:
     env = {"SNAFFLE_MODEL": "from-env"}
     assert shown("solve", env=env)["model"] == {"value": "from-env", "from": "env SNAFFLE_MODEL"}

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from snaffle import data
+from snaffle.exceptions import UserError
 from snaffle.primitives.extract import one_shot_for
 from snaffle.types import Mechanisms
 
@@ -29,6 +30,8 @@ PROMPT_SWITCHES = ("docstrings_apart",)
 """How candidates are shown (agentless/docstrings.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 SAMPLING_SWITCHES = ("early_stop", "extra_samples")
 """How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
+ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
+"""Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
@@ -41,6 +44,7 @@ FROM_DATA = (
     "stop_after_green",
     *EXECUTION_SWITCHES,
     "feedback_rounds",
+    "one_entity_scope",
     *SAMPLING_SWITCHES,
     "max_samples",
     *PROMPT_SWITCHES,
@@ -155,6 +159,8 @@ class PipelineConfig:
     feedback_rounds: int = _from_data("feedback_rounds")
     one_entity: bool = _from_data("one_entity")
     """Sample i rewrites candidate i (mod k); the other candidates are shown as signatures only."""
+    one_entity_scope: str = _from_data("one_entity_scope")
+    """Which samples target one entity (`ONE_ENTITY_SCOPES`); the others see every candidate whole."""
     stop_after_block: bool = _from_data("stop_after_block")
     bound_max_tokens: bool = _from_data("bound_max_tokens")
     evidence_veto: bool = _from_data("evidence_veto")
@@ -174,6 +180,17 @@ class PipelineConfig:
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""
     snippets: SnippetLimits | None = None
     """How the issue's snippets are read and run; None: data/agentless.toml [snippets]."""
+
+    def __post_init__(self) -> None:
+        if self.one_entity_scope not in ONE_ENTITY_SCOPES:
+            raise UserError(
+                f"one_entity_scope = {self.one_entity_scope!r}: expected one of {', '.join(ONE_ENTITY_SCOPES)}"
+            )
+
+    def targets_one(self, sample: int) -> bool:
+        """Whether sample `sample` rewrites one candidate only, the others shown as signatures."""
+        scope = self.one_entity_scope
+        return self.one_entity and (scope == "all" or (scope == "greedy") == (sample == 0))
 
     def uses(self, name: str) -> bool:
         """Whether mechanism `name` of `SWITCHES` runs: switched on in the data, and not ablated."""

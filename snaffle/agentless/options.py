@@ -10,6 +10,7 @@ import argparse
 from snaffle import data
 from snaffle.agentless.config import (
     EXECUTION_SWITCHES,
+    ONE_ENTITY_SCOPES,
     PROMPT_SWITCHES,
     SAMPLING_SWITCHES,
     ZERO_TOKEN_SWITCHES,
@@ -70,6 +71,13 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
         flag, default = "--" + name.replace("_", "-"), getattr(defaults, name)
         help_text = f"{SWITCH_HELP[name]} (default: {'on' if default else 'off'}; data/agentless.toml)"
         group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+    scope = "with --one-entity, which samples target one candidate: every one, the greedy one, the ones after it "
+    group.add_argument(
+        "--one-entity-scope",
+        choices=ONE_ENTITY_SCOPES,
+        default=defaults.one_entity_scope,
+        help=scope + "(default %(default)s)",
+    )
     ceiling = "the most samples --extra-samples draws (default %(default)s)"
     group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
 
@@ -107,5 +115,6 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         repair_turns=args.repair_turns,
         reproduce=args.reproduce,
         max_samples=args.max_samples,
+        one_entity_scope=args.one_entity_scope,
         **{name: getattr(args, name) for name in SWITCHES},
     )

@@ -347,7 +347,7 @@ class Pipeline:
     def sample_within(self, context: RepairContext, number: int, limits: Limits) -> str:
         clone = self.workspace.clone(self.scratch / f"sample-{number}")
         temperature = 0.0 if number == 0 else self.config.temperature
-        context = context.focused(number) if self.config.one_entity else context
+        context = context.focused(number) if self.config.targets_one(number) else context
         tempered = replace(self.model, temperature=temperature)
         decoded = decode_model(tempered, self.config, decode_config(), context.target_chars)
         model = OpenAIModel(decoded, deadline=self.deadline, on_retry=self.retry_logger(number))
