@@ -310,7 +310,7 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     repo = working_copy(pristine, base)
     failed_before = fails_when_planted(task, pristine)
     failing_test = give_test(task, repo) if bench.given_test else None
-    started = time.monotonic()
+    started, load_before = time.monotonic(), os.getloadavg()[0]
     with bench.proxy.scope() if bench.proxy else nullcontext(ScopeStats()) as stats:
         status, error = attempt(bench, variant, task, repo, base / "run", failing_test)
     wall = time.monotonic() - started
@@ -325,6 +325,7 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
         "resolved": failed_before and judge_patched(task, repo, base),
         "wall_s": round(wall, 1),
         "time_s": round(wall + stats.replayed_s, 1),
+        "load": round((load_before + os.getloadavg()[0]) / 2, 2),  # the machine's 1-minute load, start and end
         **stats.as_row(),
         **usage_of(read_events(base / "run" / "trajectory.jsonl")),
         "patch_lines": patch_lines(base / "run" / "patch.diff"),
@@ -635,6 +636,15 @@ def status_line(group: Sequence[Row]) -> str:
     return ", ".join(f"{k} {n} ({right} right)" for k, (n, right) in sorted(counts.items()))
 
 
+def load_line(group: Sequence[Row]) -> str:
+    """The model seconds of a variant's runs and the median load average they saw: a time ratio between variants
+    that ran under different loads (one replayed later on a quieter machine) is not a fair one."""
+    seconds = sum(float(r.get("model_s") or 0) for r in group)
+    loads = [float(r["load"]) for r in group if r.get("load") is not None]
+    load = f"median {statistics.median(loads):.2f}" if loads else "not recorded"
+    return f"{seconds:.0f} model s (replayed calls at their recorded seconds), load average {load}"
+
+
 RATIO_KEYS = ("resolved", "prompt_tokens", "output_tokens", "calls", "median_wall_s")
 
 
@@ -669,6 +679,8 @@ def table(rows: Sequence[Row], baseline: str, order: Sequence[str] = ()) -> str:
         )
     for label, group in groups.items():
         lines.append(f"  {label}: {status_line(group)}")
+    for label, group in groups.items():
+        lines.append(f"  {label}: {load_line(group)}")
     for speed in speeds[-1:]:
         lines.append(
             f"server {speed['model']}: prefill {speed['prefill_tps']} tok/s ({speed['prompt_tokens']} tokens "

@@ -194,6 +194,20 @@ def test_table_says_per_exit_status_how_many_patches_were_right_and_tokens_per_s
     assert next(line for line in text.splitlines() if line.startswith("a ")).split("|")[0].split()[-1] == "10.0"
 
 
+def test_table_says_each_variants_model_seconds_and_the_load_its_runs_saw() -> None:
+    """Time ratios are only as fair as the machine's load: a variant replayed later on a quieter machine looks
+    faster. Each row records the load average; the table prints its median beside the model seconds."""
+    rows = [
+        fake_row("a", "t1", True, 100, 10.0, model_s=10.0, load=3.5),
+        fake_row("a", "t2", False, 100, 10.0, model_s=20.0, load=2.5),
+        fake_row("a", "t3", False, 100, 10.0, model_s=5.0, load=0.5),
+        fake_row("b", "t1", True, 100, 10.0, model_s=7.0),
+    ]
+    text = ab.table(rows, "a")
+    assert "  a: 35 model s (replayed calls at their recorded seconds), load average median 2.50" in text
+    assert "  b: 7 model s (replayed calls at their recorded seconds), load average not recorded" in text
+
+
 def test_execution_variants_compare_today_with_every_switch_and_each_ablation() -> None:
     variants, baseline = ab.variants_for(ab.parse_args(["--execution", "--arms", "agentless-oneshot"]))
     labels = [v.label for v in variants]
