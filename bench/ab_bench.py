@@ -489,8 +489,8 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "early_stop": {"pipeline": {"early_stop": True}},
     "extra_samples": {"pipeline": {"extra_samples": True}},
     "one_entity": {"pipeline": {"one_entity": True}},
-    "one_entity_after_greedy": {"pipeline": {"one_entity": True}, "scope": {"one_entity_scope": "temperature"}},
-    "one_entity_greedy": {"pipeline": {"one_entity": True}, "scope": {"one_entity_scope": "greedy"}},
+    "one_entity_after_greedy": {"pipeline": {"one_entity": True, "one_entity_scope": "temperature"}},
+    "one_entity_greedy": {"pipeline": {"one_entity": True, "one_entity_scope": "greedy"}},
     "bound": {"pipeline": {"bound_max_tokens": True}},
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
@@ -505,7 +505,8 @@ GROUPS = CANDIDATE_GROUPS | ON_GROUPS
 
 
 def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> PipelineConfig:
-    """`config` with every switch of `groups` set to `on` (pipeline keys, [mechanisms] switches, [snippets] keys)."""
+    """`config` with every switch of `groups` set to `on` (pipeline keys, [mechanisms] switches, [snippets] keys);
+    a pipeline key that is not a switch (`one_entity_scope`) takes the group's value when on, and stays when off."""
     from snaffle.agentless.facts import snippet_limits
 
     pipeline: dict[str, Any] = {}
@@ -513,11 +514,9 @@ def with_groups(config: PipelineConfig, groups: Iterable[str], on: bool) -> Pipe
     snippets: dict[str, bool] = {}
     for group in groups:
         parts = GROUPS[group]
-        pipeline |= dict.fromkeys(parts.get("pipeline", {}), on)
+        pipeline |= {k: v if on else False for k, v in parts.get("pipeline", {}).items() if on or v is True}
         switches |= dict.fromkeys(parts.get("switches", {}), on)
         snippets |= dict.fromkeys(parts.get("snippets", {}), on)
-        if on:
-            pipeline |= parts.get("scope", {})  # a setting that is not a switch: its value, with the group on
     reading = replace(config.snippets or snippet_limits(), **snippets)
     return replace(config, **pipeline, switches=replace(config.switches, **switches), snippets=reading)
 

@@ -14,6 +14,7 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -103,7 +104,7 @@ def _make(parent: Path | None, limits: dict[str, str], optional: dict[str, str] 
     nothing left behind) when it cannot be made."""
     if parent is None:
         return None
-    _sweep(parent)
+    sweep_stale(parent)
     path = parent / f"snaffle-{uuid.uuid4().hex[:12]}"
     try:
         path.mkdir()
@@ -118,9 +119,10 @@ def _make(parent: Path | None, limits: dict[str, str], optional: dict[str, str] 
         return None
 
 
-def _sweep(parent: Path) -> None:
+@cache
+def sweep_stale(parent: Path) -> None:
     """Remove the groups of runs that never closed theirs: untouched for `STALE_S` (a group with members stays:
-    the kernel refuses to remove it)."""
+    the kernel refuses to remove it). Once per parent in a process: a run's later calls find nothing new to sweep."""
     try:
         left = [p for p in parent.glob("snaffle-*") if time.time() - p.stat().st_mtime > STALE_S]
     except OSError:
