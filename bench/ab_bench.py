@@ -494,6 +494,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "bound": {"pipeline": {"bound_max_tokens": True}},
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
+    "call_trace": {"switches": {"call_trace": True}},
     "failing_existing": {"switches": {"failing_existing": True}},
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},

@@ -145,6 +145,7 @@ class Mechanisms:
     snippet_evidence: bool = True
     snippet_test: bool = True
     reproduce_facts: bool = True
+    call_trace: bool = True
     """The execution-grounded ones above are on when data/agentless.toml [mechanisms] says so, unless ablated."""
 
     def without(self, name: str) -> Mechanisms:

@@ -76,6 +76,7 @@ class Switches:
     snippet_evidence: bool
     snippet_test: bool
     reproduce_facts: bool
+    call_trace: bool
 
 
 SWITCHES = tuple(f.name for f in fields(Switches))

@@ -76,6 +76,28 @@ class Raised:
 
 
 @dataclass(frozen=True)
+class Call:
+    """One call of a watched function during a snippet's statement: its arguments and how it ended."""
+
+    function: int
+    """The watched function's position in the list the run was given."""
+    statement: int
+    args: str
+    ended: str
+    """`returned X`, `yielded A, B`, `raised E: message`, or `did not return` (the statement stopped inside it)."""
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A function whose calls a snippet run records: its file (absolute), 1-based line span and `def` name."""
+
+    path: str
+    first_line: int
+    last_line: int
+    name: str
+
+
+@dataclass(frozen=True)
 class Observation:
     """What one snippet did on one tree."""
 
@@ -91,6 +113,8 @@ class Observation:
     """Per repo-relative file, the 1-based lines the snippet ran."""
     coverage_missing: str = ""
     """Why coverage measured nothing (the interpreter cannot import it), when it was asked for."""
+    calls: tuple[Call, ...] = ()
+    """The calls of the watched functions, when the run watched some (agentless/calls.py)."""
 
     def summary(self) -> str:
         """One line: how it ended."""
@@ -101,8 +125,15 @@ class Observation:
         return "ran without an exception" + (f" (output cut by {self.cut} bytes)" if self.cut else "")
 
 
-def run_snippet(snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetLimits | None = None) -> Observation:
-    """Run `snippet` against the tree at `root`, read-only, in a fresh scratch dir; never raises for what it does."""
+def run_snippet(
+    snippet: Snippet,
+    root: Path,
+    sandbox: Sandbox,
+    limits: SnippetLimits | None = None,
+    watch: Sequence[Watched] = (),
+) -> Observation:
+    """Run `snippet` against the tree at `root`, read-only, in a fresh scratch dir; never raises for what it does.
+    With `watch`, the run records those functions' calls instead of measuring coverage."""
     limits = limits or snippet_limits()
     with tempfile.TemporaryDirectory(prefix="snaffle-snippet-", dir=sandbox.scratch) as tmp:
         cwd = Path(tmp)
@@ -113,7 +144,8 @@ def run_snippet(snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetL
             "expectations": {str(e.statement): e.expected for e in snippet.expectations},
             "root": str(root),
             "marker": marker,
-            "coverage": limits.coverage,
+            "coverage": limits.coverage and not watch,
+            "watch": [[w.path, w.first_line, w.last_line, w.name] for w in watch],
         }
         (cwd / "job.json").write_text(json.dumps(job), encoding="utf-8")
         started = time.monotonic()
@@ -130,11 +162,34 @@ def run_snippet(snippet: Snippet, root: Path, sandbox: Sandbox, limits: SnippetL
         )
         seconds = time.monotonic() - started
         report = _read_json(cwd / "report.json")
-        executed = covered(cwd / "coverage.data", root) if limits.coverage else {}
-        missing = _note(cwd / "coverage.missing") if limits.coverage else ""
+        measured = limits.coverage and not watch
+        executed = covered(cwd / "coverage.data", root) if measured else {}
+        missing = _note(cwd / "coverage.missing") if measured else ""
     output = re.sub(rf"^{re.escape(marker)} \d+\n?", "", done.output, flags=re.MULTILINE)
     seen = observation(snippet, report, output, done.timed_out, done.dropped, seconds, executed, root)
-    return replace(seen, coverage_missing=missing)
+    return replace(seen, coverage_missing=missing, calls=calls_of(report))
+
+
+def calls_of(report: list[dict[str, object]]) -> tuple[Call, ...]:
+    """The watched calls the driver recorded, statement by statement."""
+    found = []
+    for statement, result in enumerate(report):
+        rows = result.get("calls")
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, dict) and isinstance(row.get("function"), int):
+                found.append(Call(row["function"], statement, str(row.get("args", "")), _ended(row)))
+    return tuple(found)
+
+
+def _ended(row: Mapping[str, object]) -> str:
+    if "raised" in row:
+        return f"raised {row['raised']}"
+    if "returned" in row:
+        return f"returned {row['returned']}"
+    yielded = row.get("yielded")
+    if isinstance(yielded, list):
+        return "yielded " + ", ".join(str(v) for v in yielded) if yielded else "yielded nothing"
+    return "did not return"
 
 
 @cache

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless import baseline, mutation
+from snaffle.agentless import baseline, calls, mutation
 from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.budget import Budget
 from snaffle.agentless.config import PipelineConfig, decode_config
@@ -145,7 +145,7 @@ class Pipeline:
         mutated, decided = self.mutation(index, located) if self.config.mutation else ([], False)
         if decided:
             return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
-        samples = self.repair(context)
+        samples = self.repair(self.call_trace(index, context))
         return self.finish(samples + mutation.seconded(mutated, samples))
 
     def mutation(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
@@ -220,6 +220,16 @@ class Pipeline:
         if self.config.uses("snippet_evidence"):
             self.evidence += self.facts.evidence()
         return snippet_facts.signals(self.facts, index) if self.config.uses("execution_localize") else None
+
+    def call_trace(self, index: RepoIndex, context: RepairContext) -> RepairContext:
+        """The context with what each candidate's calls did when the reproducing snippets ran (agentless/calls.py)."""
+        if not self.config.uses("call_trace") or self.facts is None or not self.facts.reproducing:
+            return context
+        entities = [index.resolve(s) for s in context.selectors]
+        found = calls.trace(self.facts, entities, self.workspace.root, self.sandbox, self.config.snippets)
+        shown = {s: list(lines) for s, lines in found.lines.items()}
+        self.stage("call_trace", f"{found.count} calls of {len(shown)} candidates", calls=shown, seconds=found.seconds)
+        return context.with_calls(found.lines)
 
     def existing_failures(self, index: RepoIndex) -> bool:
         """Related tests failing on the original become the failing tests when none was given."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from snaffle import prompts
+from snaffle.agentless import calls
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.docstrings import docstring_apart, without_doc_lines
 from snaffle.agentless.evidence import Evidence
@@ -90,6 +91,22 @@ class RepairContext:
         apart = (self.apart[i],) if self.apart else ()
         text = "\n\n".join(shown)
         return RepairContext((self.selectors[i],), (self.names[i],), text, one, (self.blocks[i],), (), apart)
+
+    def with_calls(self, lines: Mapping[str, Sequence[str]]) -> RepairContext:
+        """This context with comment lines under each candidate's `# selector` line (what its calls did when the
+        issue's code ran: agentless/calls.py), in its whole text and its signature."""
+        if not lines or len(self.blocks) != len(self.selectors):
+            return self
+
+        def noted(block: str, selector: str) -> str:
+            head, _, rest = block.partition("\n")
+            added = calls.comment_lines(lines.get(selector, ()))
+            return "\n".join([head, *added, rest]) if added else block
+
+        blocks = tuple(noted(b, s) for b, s in zip(self.blocks, self.selectors, strict=True))
+        apart = tuple(noted(b, s) for b, s in zip(self.apart, self.selectors, strict=False))
+        signatures = tuple(signature_of(block) for block in blocks)
+        return replace(self, text="\n\n".join(blocks), blocks=blocks, signatures=signatures, apart=apart)
 
     def docstrings_apart(self) -> RepairContext:
         """This context with each whole candidate's docstring shown above its code, not in it."""
@@ -258,7 +275,7 @@ DOCSTRINGS_APART = ("rewrite", "line_diff")
 
 def one_shot_prompt(context: RepairContext, task: Task, edit_format: str) -> str:
     if edit_format == "search_replace":
-        first = context.text.splitlines()[1] if len(context.text.splitlines()) > 1 else ""
+        first = next((line for line in context.text.splitlines()[1:] if not line.lstrip().startswith("#")), "")
         example = f"{context.selectors[0]}\n<<<<<<< SEARCH\n{first}\n=======\n{first}\n>>>>>>> REPLACE"
         return prompts.render(
             prompts.load("oneshot_search_replace.md"), issue=task.issue.strip(), context=context.text, example=example

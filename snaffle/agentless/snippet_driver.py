@@ -2,14 +2,17 @@
 
 It reads `job.json` from its working directory: the statements, the kind (a `session` runs statement by statement as
 the REPL would, printing each expression's value; a `script` runs whole), the expected values by statement, the
-repository root and whether to measure coverage. Before each statement it prints a marker line; after each it
-rewrites `report.json` (so a snippet killed later still leaves what it did). Coverage asked of an interpreter that
-cannot import it leaves `coverage.missing` saying why. It imports nothing of snaffle.
+repository root, whether to measure coverage and which functions to watch. Before each statement it prints a marker
+line; after each it rewrites `report.json` (so a snippet killed later still leaves what it did). Coverage asked of an
+interpreter that cannot import it leaves `coverage.missing` saying why. A watched function's calls are recorded per
+statement (arguments, and what it returned, yielded or raised) with `sys.settrace`, which coverage would replace: a
+run watches or measures, not both. It imports nothing of snaffle.
 """
 
 from __future__ import annotations
 
 import ast
+import dis
 import json
 import os
 import sys
@@ -17,6 +20,14 @@ import traceback
 from typing import Any
 
 LIMIT = 600
+VALUE_LIMIT = 80
+"""A watched call's argument or result is cut to this many characters."""
+CALLS_PER_FUNCTION = 3
+"""Calls recorded per watched function in the whole run (a loop or recursion records its first ones)."""
+YIELDS = 4
+"""Values recorded per generator call."""
+YIELD_OPS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM") if n in dis.opmap)
+GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 
 def main() -> None:
@@ -24,6 +35,7 @@ def main() -> None:
         job = json.load(handle)
     coverage = start_coverage(job)
     results: list[dict[str, Any]] = []
+    watcher = Watcher(job.get("watch", []), results) if coverage is None and job.get("watch") else None
     namespace: dict[str, Any] = {"__name__": "__main__"}
     try:
         for number, source in enumerate(job["statements"]):
@@ -31,7 +43,14 @@ def main() -> None:
             if coverage is not None:  # what an import runs (module bodies) is not what the snippet exercises
                 coverage.switch_context("import" if only_imports(source) else "run")
             expected = job["expectations"].get(str(number))
-            results.append(run_statement(source, job["kind"], expected, namespace))
+            if watcher is not None:
+                sys.settrace(watcher.call)
+            try:
+                results.append(run_statement(source, job["kind"], expected, namespace))
+            finally:
+                sys.settrace(None)
+            if watcher is not None:
+                results[-1]["calls"] = watcher.take()
             sys.stdout.flush()
             save(coverage, results)
             if "exception" in results[-1] and job["kind"] != "session":
@@ -61,6 +80,103 @@ def run_statement(source: str, kind: str, expected: str | None, namespace: dict[
         result["exception"] = describe(exc, tb)
         traceback.print_exception(type(exc), exc, tb)
     return result
+
+
+class Watcher:
+    """The calls of the watched functions (`[path, first line, last line, name]` each): per call its arguments (not
+    `self` or `cls`) and how it ended: the value returned, the values yielded, or the exception that left it."""
+
+    def __init__(self, watched: list[list[Any]], results: list[dict[str, Any]]) -> None:
+        self.results = results
+        self.watched: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+        for number, (path, first, last, name) in enumerate(watched):
+            key = (os.path.realpath(str(path)), str(name))
+            self.watched.setdefault(key, []).append((int(first), int(last), number))
+        self.counts: dict[int, int] = {}
+        self.calls: list[dict[str, Any]] = []
+        self.open: dict[int, dict[str, Any]] = {}
+        self.paths: dict[str, str] = {}
+
+    def take(self) -> list[dict[str, Any]]:
+        taken, self.calls = self.calls, []
+        return taken
+
+    def number(self, code: Any) -> Any:
+        path = self.paths.get(code.co_filename)
+        if path is None:
+            path = self.paths[code.co_filename] = os.path.realpath(code.co_filename)
+        for first, last, number in self.watched.get((path, code.co_name), ()):
+            if first <= code.co_firstlineno <= last:
+                return number
+        return None
+
+    def call(self, frame: Any, event: str, arg: Any) -> Any:
+        if event != "call":
+            return None
+        record = self.open.get(id(frame))
+        if record is None:  # a generator resumed keeps its record
+            number = self.number(frame.f_code)
+            if number is None or self.counts.get(number, 0) >= CALLS_PER_FUNCTION:
+                return None
+            self.counts[number] = self.counts.get(number, 0) + 1
+            record = {"function": number, "args": arguments(frame)}
+            self.calls.append(record)
+            self.open[id(frame)] = record
+            save(None, [*self.results, {"calls": self.calls}])  # a call that never ends is still said
+        return Local(self, record).trace
+
+    def close(self, frame: Any) -> None:
+        self.open.pop(id(frame), None)
+
+
+class Local:
+    """One watched frame's tracer: an exception pending at `return` left the frame; else the value is the result."""
+
+    def __init__(self, watcher: Watcher, record: dict[str, Any]) -> None:
+        self.watcher = watcher
+        self.record = record
+        self.pending: Any = None
+
+    def trace(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "exception":
+            self.pending = arg[1]
+        elif event == "line":
+            self.pending = None  # handled: the frame goes on
+        elif event == "return":
+            self.ended(frame, arg)
+        return self.trace
+
+    def ended(self, frame: Any, value: Any) -> None:
+        generator = frame.f_code.co_flags & GENERATOR_FLAGS
+        if self.pending is not None:
+            self.record["raised"] = f"{type(self.pending).__name__}: {safe_str(self.pending)}"[:VALUE_LIMIT]
+        elif generator and suspended(frame):
+            yielded = self.record.setdefault("yielded", [])
+            if len(yielded) < YIELDS:
+                yielded.append(short_repr(value))
+            return
+        elif not generator:
+            self.record["returned"] = short_repr(value)
+        self.watcher.close(frame)
+
+
+def suspended(frame: Any) -> bool:
+    """A generator frame stopped at a `yield` (not finished)."""
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] in YIELD_OPS
+
+
+def arguments(frame: Any) -> str:
+    """`name=value, ...` of a call's parameters as they arrived (`self` and `cls` left out)."""
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    names = [n for n in code.co_varnames[:count] if n not in ("self", "cls")]
+    return ", ".join(f"{n}={short_repr(frame.f_locals.get(n))}" for n in names)
+
+
+def short_repr(value: Any) -> str:
+    shown = safe_repr(value)
+    return shown if len(shown) <= VALUE_LIMIT else shown[: VALUE_LIMIT - 3] + "..."
 
 
 def compiled_expression(source: str) -> Any:

@@ -1,0 +1,85 @@
+"""What the candidates did when the issue's code ran, zero tokens: each localized function's calls (the arguments,
+and the value it returned, the values it yielded or the exception that left it), for the repair prompt.
+
+The snippets that reproduced the issue run once more on the original tree, watching the candidates (a run watches
+or measures coverage, not both: agentless/snippet_driver.py). A weak model reads `ordinal(number=11) returned 'st'`
+above `ordinal` where the issue only said that `ordinalize(11)` gave '11st': the fact points into the function
+whose value is wrong. Only functions and methods are watched; a class or an assignment is shown as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from snaffle import prompts
+from snaffle.agentless.facts import Call, ExecutionFacts, SnippetLimits, Watched, run_snippet, snippet_limits
+from snaffle.index.parse import Entity
+from snaffle.sandbox import Sandbox
+
+CALLABLE_KINDS = ("function", "method")
+SHOWN_PER_FUNCTION = 3
+"""Calls shown above one candidate, over all the reproducing snippets (the driver records at most 3 per run)."""
+TEMPLATE = "call_fact.md"
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """Per candidate selector, one line per recorded call (`Class.meth(x=1) returned 2`), and the seconds it took."""
+
+    lines: Mapping[str, tuple[str, ...]]
+    seconds: float
+
+    @property
+    def count(self) -> int:
+        return sum(len(shown) for shown in self.lines.values())
+
+
+def watched(entities: Sequence[Entity], root: Path) -> list[Watched]:
+    """The functions and methods among `entities`, as the driver matches them (file, 1-based span, `def` name)."""
+    return [
+        Watched(str((root / e.path).resolve()), e.start_line + 1, e.end_line + 1, e.name)
+        for e in entities
+        if e.kind in CALLABLE_KINDS
+    ]
+
+
+def trace(
+    facts: ExecutionFacts,
+    entities: Sequence[Entity],
+    root: Path,
+    sandbox: Sandbox,
+    limits: SnippetLimits | None = None,
+) -> CallFacts:
+    """Run each reproducing snippet on the tree at `root` watching `entities`; what their calls did."""
+    started = time.monotonic()
+    watch = watched(entities, root)
+    by_path = {(w.path, w.first_line, w.name): e for w, e in zip(watch, _callable(entities), strict=True)}
+    lines: dict[str, list[str]] = {}
+    for run in facts.reproducing if watch else ():
+        seen = run_snippet(run.snippet, root, sandbox, limits or snippet_limits(), watch)
+        for call in seen.calls:
+            if 0 <= call.function < len(watch):
+                w = watch[call.function]
+                entity = by_path[(w.path, w.first_line, w.name)]
+                shown = lines.setdefault(entity.selector, [])
+                if len(shown) < SHOWN_PER_FUNCTION and (line := described(entity, call)) not in shown:
+                    shown.append(line)
+    return CallFacts({s: tuple(v) for s, v in lines.items()}, time.monotonic() - started)
+
+
+def _callable(entities: Sequence[Entity]) -> list[Entity]:
+    return [e for e in entities if e.kind in CALLABLE_KINDS]
+
+
+def described(entity: Entity, call: Call) -> str:
+    """`Class.method(arg=value) returned value`: the qualified name without its `@N` occurrence mark."""
+    return f"{entity.qualname.split('@')[0]}({call.args}) {call.ended}"
+
+
+def comment_lines(shown: Sequence[str]) -> list[str]:
+    """The lines put above a candidate's code in the prompt (snaffle/prompts/call_fact.md, one per call)."""
+    template = prompts.render(prompts.load(TEMPLATE).strip(), call="\0")  # a value may hold braces
+    return [template.replace("\0", " ".join(line.split())) for line in shown]

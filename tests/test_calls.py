@@ -1,0 +1,156 @@
+"""What the candidates' calls did when the issue's snippet ran (agentless/calls.py), in the real sandbox: values
+returned, yielded and raised, hostile values cut, and the repair prompt showing it when the switch is on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from snaffle.agentless import calls, facts
+from snaffle.agentless.config import PipelineConfig, switch_defaults
+from snaffle.index.repo import RepoIndex
+from snaffle.model.client import ModelConfig
+from snaffle.run import SolveConfig, solve, zero_pricer
+from snaffle.sandbox import Sandbox
+from snaffle.types import Limits, Task
+from tests.helpers import Start, make_repo, stage_events
+from tests.test_facts import FAST, RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
+from tests.test_facts_pipeline import DONE, FIX, edit
+
+WATCHED = ("Shelf.__setitem__", "Shelf.total", "Shelf.keys", "describe", "Shelf")
+
+
+def traced(repo: Path, issue: str, sandbox: Sandbox, qualnames: tuple[str, ...] = WATCHED) -> calls.CallFacts:
+    found = facts.gather(issue, repo, sandbox, FAST)
+    index = RepoIndex(repo)
+    return calls.trace(found, [index.resolve(f"shelf/core.py::{q}") for q in qualnames], repo, sandbox, FAST)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return Sandbox.create(tmp_path / "sandbox")
+
+
+def test_each_candidates_calls_say_what_they_returned(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    found = traced(repo, WRONG_VALUE_ISSUE, sandbox)
+    assert found.lines == {
+        "shelf/core.py::Shelf.__setitem__": ("Shelf.__setitem__(key='a', value=2) returned None",),
+        "shelf/core.py::Shelf.total": ("Shelf.total() returned 3",),
+    }  # keys and describe never ran; a class is not watched
+
+
+def test_the_exception_that_left_a_call_is_said_and_one_handled_inside_is_not(tmp_path: Path, sandbox: Sandbox) -> None:
+    source = SHELF_FILES["shelf/core.py"]
+    assert isinstance(source, str)
+    handled = source.replace(
+        "    def keys(self):\n        return sorted(self.slots)",
+        "    def keys(self):\n        try:\n            int('x')\n        except ValueError:\n            pass\n"
+        "        return sorted(self.slots)",
+    )
+    repo = make_repo(tmp_path / "shelf", {**SHELF_FILES, "shelf/core.py": handled})
+    issue = RAISING_ISSUE.replace('    >>> s["fish"] = 1', '    >>> s.keys()\n    []\n    >>> s["fish"] = 1')
+    found = traced(repo, issue, sandbox)
+    assert found.lines["shelf/core.py::Shelf.__setitem__"] == (
+        "Shelf.__setitem__(key='fish', value=1) raised ValueError: slot 'fish' is frozen",
+    )
+    assert found.lines["shelf/core.py::Shelf.keys"] == ("Shelf.keys() returned []",)
+
+
+GENERATOR_FILES: dict[str, str | bytes] = {
+    "tally/__init__.py": (
+        "def evens(limit):\n    for n in range(limit):\n        if n % 2 == 1:\n            yield n\n\n\n"
+        "def loud(items):\n    return [Loud(i) for i in items]\n\n\n"
+        "class Loud:\n    def __init__(self, i):\n        self.i = i\n\n    def __repr__(self):\n"
+        "        return '{{call}}' + 'L' * 10_000\n\n\n"
+        "def count(things):\n    return len(things) + 1\n"
+    ),
+}
+GENERATOR_ISSUE = """evens gives odd numbers
+
+    >>> from tally import evens, loud, count
+    >>> list(evens(7))
+    [1, 3, 5]
+    >>> count(loud([1, 2]))
+    3
+
+I expected `[0, 2, 4, 6]` and `2`.
+"""
+
+
+def test_a_generator_says_what_it_yielded_and_a_huge_value_is_cut(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = make_repo(tmp_path / "tally", GENERATOR_FILES)
+    found = facts.gather(GENERATOR_ISSUE, repo, sandbox, replace(FAST, ordered_expectations=True))
+    assert found.reproducing
+    index = RepoIndex(repo)
+    entities = [index.resolve(f"tally/__init__.py::{q}") for q in ("evens", "count", "loud")]
+    lines = calls.trace(found, entities, repo, sandbox, FAST).lines
+    assert lines["tally/__init__.py::evens"] == ("evens(limit=7) yielded 1, 3, 5",)
+    (counted,) = lines["tally/__init__.py::count"]
+    assert counted.startswith("count(things=[{{call}}LLLL") and counted.endswith("...) returned 3")
+    assert len(counted) < 120
+    shown = calls.comment_lines(lines["tally/__init__.py::loud"])
+    assert shown[0].startswith("# When the issue's example ran: loud(items=[1, 2]) returned [{{call}}LL")  # kept
+
+
+def test_a_call_that_never_ends_is_stopped_by_the_snippet_timeout(tmp_path: Path, sandbox: Sandbox) -> None:
+    files: dict[str, str | bytes] = {"spin/__init__.py": "def spin(n):\n    while True:\n        n += 1\n"}
+    repo = make_repo(tmp_path / "spin", files)
+    issue = "spin never returns\n\n    >>> from spin import spin\n    >>> spin(1)\n    2\n\nI expected `2`.\n"
+    quick = replace(FAST, timeout_s=2.0)
+    found = facts.gather(issue, repo, sandbox, quick)
+    found = replace(found, runs=tuple(replace(r, reason=r.reason or "stopped") for r in found.runs))
+    index = RepoIndex(repo)
+    traced_calls = calls.trace(found, [index.resolve("spin/__init__.py::spin")], repo, sandbox, quick)
+    assert traced_calls.lines == {"spin/__init__.py::spin": ("spin(n=1) did not return",)}
+
+
+def test_the_repair_prompt_shows_the_calls_only_with_the_switch(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    told = "# When the issue's example ran: Shelf.__setitem__(key='fish', value=1) raised ValueError: slot 'fish' is"
+    for on in (True, False):
+        right = edit("shelf/core.py::Shelf.__setitem__", FIX, "")
+        server = scripted([{**right, "expect_contains": told} if on else right, DONE])
+        out = tmp_path / f"run-{on}"
+        switches = replace(switch_defaults(), call_trace=on, failing_existing=False)
+        pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False)
+        model = ModelConfig(server.base_url, "scripted")
+        config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
+        attempt = solve(Task(repo=repo, issue=RAISING_ISSUE), config)
+        assert attempt.exit_status == "validated"
+        sent = "\n".join(m["content"] or "" for m in server.requests[0].body["messages"])
+        assert (told in sent) is on
+        staged = stage_events(out, "call_trace")
+        assert [s["decision"] for s in staged] == (["1 calls of 1 candidates"] if on else [])
+
+
+HOSTILE_FILES: dict[str, str | bytes] = {
+    "odd/__init__.py": (
+        "import time\n\n\nclass Broken:\n    def __repr__(self):\n        raise RuntimeError('no')\n\n\n"
+        "class Stuck:\n    def __repr__(self):\n        time.sleep(3600)\n\n\n"
+        "def first(x):\n    return 1\n\n\ndef second(x):\n    return 2\n"
+    ),
+}
+HOSTILE_ISSUE = """first is wrong
+
+    >>> from odd import first, second, Broken, Stuck
+    >>> first(Broken())
+    1
+    >>> second(Stuck())
+    2
+
+I expected `0` and `0`.
+"""
+
+
+def test_a_value_whose_repr_fails_or_hangs_costs_the_run_nothing(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = make_repo(tmp_path / "odd", HOSTILE_FILES)
+    quick = replace(FAST, timeout_s=3.0, ordered_expectations=True)
+    found = facts.gather(HOSTILE_ISSUE, repo, sandbox, quick)
+    assert found.reproducing
+    index = RepoIndex(repo)
+    entities = [index.resolve(f"odd/__init__.py::{q}") for q in ("first", "second")]
+    lines = calls.trace(found, entities, repo, sandbox, quick).lines
+    assert lines == {"odd/__init__.py::first": ("first(x=<repr failed: RuntimeError>) returned 1",)}
