@@ -154,3 +154,15 @@ def test_a_value_whose_repr_fails_or_hangs_costs_the_run_nothing(tmp_path: Path,
     entities = [index.resolve(f"odd/__init__.py::{q}") for q in ("first", "second")]
     lines = calls.trace(found, entities, repo, sandbox, quick).lines
     assert lines == {"odd/__init__.py::first": ("first(x=<repr failed: RuntimeError>) returned 1",)}
+
+
+def test_a_memory_address_is_left_out_so_the_prompt_is_the_same_run_to_run(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = make_repo(tmp_path / "apply", {"apply/__init__.py": "def apply(f, x):\n    return f(x) + 1\n"})
+    issue = (
+        "apply adds one\n\n    >>> from apply import apply\n    >>> apply(lambda v: v, 1)\n    2\n\nI expected `1`.\n"
+    )
+    found = facts.gather(issue, repo, sandbox, FAST)
+    assert found.reproducing
+    entity = RepoIndex(repo).resolve("apply/__init__.py::apply")
+    lines = calls.trace(found, [entity], repo, sandbox, FAST).lines
+    assert lines == {"apply/__init__.py::apply": ("apply(f=<function <lambda>>, x=1) returned 2",)}

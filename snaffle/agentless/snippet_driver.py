@@ -15,6 +15,7 @@ import ast
 import dis
 import json
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -27,6 +28,7 @@ CALLS_PER_FUNCTION = 3
 YIELDS = 4
 """Values recorded per generator call."""
 YIELD_OPS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM") if n in dis.opmap)
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 
@@ -175,7 +177,9 @@ def arguments(frame: Any) -> str:
 
 
 def short_repr(value: Any) -> str:
-    shown = safe_repr(value)
+    """The value's repr, without memory addresses (`<function f at 0x7f...>`: the prompt stays the same run to run),
+    cut to `VALUE_LIMIT`."""
+    shown = ADDRESS.sub("", safe_repr(value))
     return shown if len(shown) <= VALUE_LIMIT else shown[: VALUE_LIMIT - 3] + "..."
 
 
