@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless.facts import Call, ExecutionFacts, SnippetLimits, Watched, run_snippet, snippet_limits
+from snaffle.agentless.facts import Call, ExecutionFacts, SnippetLimits, Watched, run_snippet
 from snaffle.index.parse import Entity
 from snaffle.sandbox import Sandbox
 
@@ -38,12 +38,8 @@ class CallFacts:
 
 
 def watched(entities: Sequence[Entity], root: Path) -> list[Watched]:
-    """The functions and methods among `entities`, as the driver matches them (file, 1-based span, `def` name)."""
-    return [
-        Watched(str((root / e.path).resolve()), e.start_line + 1, e.end_line + 1, e.name)
-        for e in entities
-        if e.kind in CALLABLE_KINDS
-    ]
+    """Each of `entities` as the driver matches it (file, 1-based span, `def` name)."""
+    return [Watched(str((root / e.path).resolve()), e.start_line + 1, e.end_line + 1, e.name) for e in entities]
 
 
 def trace(
@@ -53,25 +49,20 @@ def trace(
     sandbox: Sandbox,
     limits: SnippetLimits | None = None,
 ) -> CallFacts:
-    """Run each reproducing snippet on the tree at `root` watching `entities`; what their calls did."""
+    """Run each reproducing snippet on the tree at `root` watching the functions and methods among `entities`; what
+    their calls did."""
     started = time.monotonic()
-    watch = watched(entities, root)
-    by_path = {(w.path, w.first_line, w.name): e for w, e in zip(watch, _callable(entities), strict=True)}
+    targets = [e for e in entities if e.kind in CALLABLE_KINDS]
+    watch = watched(targets, root)
     lines: dict[str, list[str]] = {}
-    for run in facts.reproducing if watch else ():
-        seen = run_snippet(run.snippet, root, sandbox, limits or snippet_limits(), watch)
-        for call in seen.calls:
-            if 0 <= call.function < len(watch):
-                w = watch[call.function]
-                entity = by_path[(w.path, w.first_line, w.name)]
+    for run in facts.reproducing if targets else ():
+        for call in run_snippet(run.snippet, root, sandbox, limits, watch).calls:
+            if 0 <= call.function < len(targets):
+                entity = targets[call.function]  # the driver numbers the calls by their place in `watch`
                 shown = lines.setdefault(entity.selector, [])
                 if len(shown) < SHOWN_PER_FUNCTION and (line := described(entity, call)) not in shown:
                     shown.append(line)
     return CallFacts({s: tuple(v) for s, v in lines.items()}, time.monotonic() - started)
-
-
-def _callable(entities: Sequence[Entity]) -> list[Entity]:
-    return [e for e in entities if e.kind in CALLABLE_KINDS]
 
 
 def described(entity: Entity, call: Call) -> str:

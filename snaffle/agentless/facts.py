@@ -81,7 +81,6 @@ class Call:
 
     function: int
     """The watched function's position in the list the run was given."""
-    statement: int
     args: str
     ended: str
     """`returned X`, `yielded A, B`, `raised E: message`, or `did not return` (the statement stopped inside it)."""
@@ -135,6 +134,7 @@ def run_snippet(
     """Run `snippet` against the tree at `root`, read-only, in a fresh scratch dir; never raises for what it does.
     With `watch`, the run records those functions' calls instead of measuring coverage."""
     limits = limits or snippet_limits()
+    measured = limits.coverage and not watch
     with tempfile.TemporaryDirectory(prefix="snaffle-snippet-", dir=sandbox.scratch) as tmp:
         cwd = Path(tmp)
         marker = f"--snaffle-{secrets.token_hex(8)}--"
@@ -144,7 +144,7 @@ def run_snippet(
             "expectations": {str(e.statement): e.expected for e in snippet.expectations},
             "root": str(root),
             "marker": marker,
-            "coverage": limits.coverage and not watch,
+            "coverage": measured,
             "watch": [[w.path, w.first_line, w.last_line, w.name] for w in watch],
         }
         (cwd / "job.json").write_text(json.dumps(job), encoding="utf-8")
@@ -162,7 +162,6 @@ def run_snippet(
         )
         seconds = time.monotonic() - started
         report = _read_json(cwd / "report.json")
-        measured = limits.coverage and not watch
         executed = covered(cwd / "coverage.data", root) if measured else {}
         missing = _note(cwd / "coverage.missing") if measured else ""
     output = re.sub(rf"^{re.escape(marker)} \d+\n?", "", done.output, flags=re.MULTILINE)
@@ -173,11 +172,11 @@ def run_snippet(
 def calls_of(report: list[dict[str, object]]) -> tuple[Call, ...]:
     """The watched calls the driver recorded, statement by statement."""
     found = []
-    for statement, result in enumerate(report):
+    for result in report:
         rows = result.get("calls")
         for row in rows if isinstance(rows, list) else ():
             if isinstance(row, dict) and isinstance(row.get("function"), int):
-                found.append(Call(row["function"], statement, str(row.get("args", "")), _ended(row)))
+                found.append(Call(row["function"], str(row.get("args", "")), _ended(row)))
     return tuple(found)
 
 

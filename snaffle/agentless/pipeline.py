@@ -227,8 +227,8 @@ class Pipeline:
             return context
         entities = [index.resolve(s) for s in context.selectors]
         found = calls.trace(self.facts, entities, self.workspace.root, self.sandbox, self.config.snippets)
-        shown = {s: list(lines) for s, lines in found.lines.items()}
-        self.stage("call_trace", f"{found.count} calls of {len(shown)} candidates", calls=shown, seconds=found.seconds)
+        decision = f"{found.count} calls of {len(found.lines)} candidates"
+        self.stage("call_trace", decision, calls=dict(found.lines), seconds=found.seconds)
         return context.with_calls(found.lines)
 
     def existing_failures(self, index: RepoIndex) -> bool:

@@ -98,9 +98,11 @@ class RepairContext:
         if not lines or len(self.blocks) != len(self.selectors):
             return self
 
+        comments = {selector: calls.comment_lines(shown) for selector, shown in lines.items()}
+
         def noted(block: str, selector: str) -> str:
             head, _, rest = block.partition("\n")
-            added = calls.comment_lines(lines.get(selector, ()))
+            added = comments.get(selector)
             return "\n".join([head, *added, rest]) if added else block
 
         blocks = tuple(noted(b, s) for b, s in zip(self.blocks, self.selectors, strict=True))
