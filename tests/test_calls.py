@@ -59,6 +59,31 @@ def test_the_exception_that_left_a_call_is_said_and_one_handled_inside_is_not(tm
     assert found.lines["shelf/core.py::Shelf.keys"] == ("Shelf.keys() returned []",)
 
 
+def test_an_exception_that_passes_an_except_of_another_type_or_a_finally_is_said(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    files: dict[str, str | bytes] = {
+        "suffix/__init__.py": (
+            "def second_last(text):\n    try:\n        return text[-2]\n    except KeyError:\n        return ''\n\n\n"
+            "def suffix(text):\n    try:\n        return second_last(text) + 'x'\n    finally:\n        text = None\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "suffix", files)
+    issue = (
+        "suffix fails on one letter\n\n    >>> from suffix import suffix\n    >>> suffix('a')\n"
+        "    Traceback (most recent call last):\n      ...\n    IndexError: string index out of range\n"
+    )
+    found = facts.gather(issue, repo, sandbox, FAST)
+    assert found.reproducing
+    index = RepoIndex(repo)
+    entities = [index.resolve(f"suffix/__init__.py::{q}") for q in ("second_last", "suffix")]
+    lines = calls.trace(found, entities, repo, sandbox, FAST).lines
+    assert lines == {
+        "suffix/__init__.py::second_last": ("second_last(text='a') raised IndexError: string index out of range",),
+        "suffix/__init__.py::suffix": ("suffix(text='a') raised IndexError: string index out of range",),
+    }  # the except clause's line and the finally's run between the raise and the frame's end
+
+
 GENERATOR_FILES: dict[str, str | bytes] = {
     "tally/__init__.py": (
         "def evens(limit):\n    for n in range(limit):\n        if n % 2 == 1:\n            yield n\n\n\n"

@@ -28,6 +28,9 @@ CALLS_PER_FUNCTION = 3
 YIELDS = 4
 """Values recorded per generator call."""
 YIELD_OPS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM") if n in dis.opmap)
+LEAVE_OPS = YIELD_OPS | frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST") if n in dis.opmap)
+"""A frame that ends on one of these returned or yielded; on any other (the raising instruction, a re-raise after an
+`except` of another type or a `finally`) an exception left it. A line event does not say the exception was handled."""
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
@@ -132,7 +135,8 @@ class Watcher:
 
 
 class Local:
-    """One watched frame's tracer: an exception pending at `return` left the frame; else the value is the result."""
+    """One watched frame's tracer: a frame that ends away from a return or yield left on its last exception; else the
+    value is the result."""
 
     def __init__(self, watcher: Watcher, record: dict[str, Any]) -> None:
         self.watcher = watcher
@@ -142,15 +146,13 @@ class Local:
     def trace(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "exception":
             self.pending = arg[1]
-        elif event == "line":
-            self.pending = None  # handled: the frame goes on
         elif event == "return":
             self.ended(frame, arg)
         return self.trace
 
     def ended(self, frame: Any, value: Any) -> None:
         generator = frame.f_code.co_flags & GENERATOR_FLAGS
-        if self.pending is not None:
+        if self.pending is not None and not at(frame, LEAVE_OPS):
             self.record["raised"] = f"{type(self.pending).__name__}: {safe_str(self.pending)}"[:VALUE_LIMIT]
         elif generator and suspended(frame):
             yielded = self.record.setdefault("yielded", [])
@@ -164,8 +166,13 @@ class Local:
 
 def suspended(frame: Any) -> bool:
     """A generator frame stopped at a `yield` (not finished)."""
+    return at(frame, YIELD_OPS)
+
+
+def at(frame: Any, ops: frozenset[int]) -> bool:
+    """The frame's last instruction is one of `ops`."""
     code = frame.f_code.co_code
-    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] in YIELD_OPS
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] in ops
 
 
 def arguments(frame: Any) -> str:
