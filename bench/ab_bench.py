@@ -498,6 +498,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "failing_existing": {"switches": {"failing_existing": True}},
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},
+    "feedback_unapplied": {"pipeline": {"feedback_unapplied": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
     "mutation": {"pipeline": {"mutation": True}},
 }

@@ -95,7 +95,8 @@ def test_progress_is_an_expectation_that_failed_and_now_holds() -> None:
     assert not newly_met((True, False), (True, False))  # held before: no progress
     assert not newly_met((None, False), (True, False))  # could not tell before: no progress
     failing = Verdict("snippet 1", False, "`f(2)` gives 3, expected 4")
-    assert halt_reason("", [], partial_only=True) == "evidence passes"
-    assert halt_reason("x", [failing], partial_only=True) == "no partial fix"
-    assert halt_reason("x", [Verdict("snippet 1", False, "x", progress=True)], partial_only=True) == ""
-    assert halt_reason("x", [failing], partial_only=False) == ""
+    partial = frozenset({"partial"})
+    assert halt_reason("", [], None, partial) == "evidence passes"
+    assert halt_reason("x", [failing], None, partial) == "no partial fix"
+    assert halt_reason("x", [Verdict("snippet 1", False, "x", progress=True)], None, partial) == ""
+    assert halt_reason("x", [failing], None, frozenset()) == ""

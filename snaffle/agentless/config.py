@@ -20,6 +20,7 @@ DATA_FILE = "agentless.toml"
 EXECUTION_SWITCHES = (
     "feedback",
     "feedback_partial",
+    "feedback_unapplied",
     "one_entity",
     "stop_after_block",
     "bound_max_tokens",
@@ -157,6 +158,8 @@ class PipelineConfig:
     """A sample whose patch fails the evidence gets `feedback_rounds` follow-up calls (agentless/feedback.py)."""
     feedback_partial: bool = _from_data("feedback_partial")
     """Feedback rounds only for a partial fix: an expectation that failed on the original holds, another fails."""
+    feedback_unapplied: bool = _from_data("feedback_unapplied")
+    """Feedback rounds only for an answer that was not applied: it repeats the code unchanged or a gate refused it."""
     feedback_rounds: int = _from_data("feedback_rounds")
     one_entity: bool = _from_data("one_entity")
     """Sample i rewrites candidate i (mod k); the other candidates are shown as signatures only."""

@@ -104,11 +104,24 @@ def closed_fence(text: str) -> str:
 
 def rounds_allowed(config: PipelineConfig, limits: Limits, calls_so_far: int) -> int:
     """Follow-up calls this sample may make: the configured rounds within the sample's turn cap."""
-    if not (config.feedback or config.feedback_partial):
+    if not (config.feedback or scope(config)):
         return 0
     if limits.max_turns:
         return max(0, min(config.feedback_rounds, limits.max_turns - calls_so_far))
     return max(0, config.feedback_rounds)
+
+
+SCOPES = {"partial": "no partial fix", "unapplied": "its answer was applied"}
+"""The narrower rounds (`feedback_partial`, `feedback_unapplied`), each with the halt said when it does not hold."""
+
+
+def scope(config: PipelineConfig) -> frozenset[str]:
+    """Which narrower rounds the config asks for; empty with `feedback` on (every failing answer gets rounds)."""
+    if config.feedback:
+        return frozenset()
+    return frozenset(
+        name for name, on in (("partial", config.feedback_partial), ("unapplied", config.feedback_unapplied)) if on
+    )
 
 
 def decode_model(
@@ -155,18 +168,18 @@ def run_rounds(
     io: tuple[TrajectorySink, Pricer],
     rounds: int,
     limits: Limits,
-    partial_only: bool = False,
+    only: frozenset[str] = frozenset(),
 ) -> Rounds | None:
     """Judge the applied answer; while evidence fails and rounds are left, show the failure and apply the next
-    answer; an answer repeating the last one ends the rounds (so does one that is no partial fix, when
-    `partial_only`). None when no round was run (no evidence, no rounds, or the first answer already passes)."""
+    answer; an answer repeating the last one ends the rounds (so does one outside the `only` scopes: no partial fix,
+    an answer that was applied). None when no round was run (no evidence, no rounds, or the first answer passes)."""
     if not evidence or rounds < 1:
         return None
     sink, talk, usage, result = io[0], conversation, Usage(), None
     for number in range(1, rounds + 1):
         verdicts = judge_all(evidence, clone, sandbox)
         failure = failure_text(verdicts)
-        halt = halt_reason(failure, verdicts, partial_only) or (
+        halt = halt_reason(failure, verdicts, talk.answer, only) or (
             "token cap reached" if _over_tokens(limits, usage, talk.reply) else ""
         )
         if halt:
@@ -191,13 +204,18 @@ def run_rounds(
     return result
 
 
-def halt_reason(failure: str, verdicts: Sequence[Verdict], partial_only: bool) -> str:
-    """Why no round is asked on these verdicts ("" to ask): nothing fails, or (`partial_only`) nothing shows the
-    answer got part of the way."""
+def halt_reason(failure: str, verdicts: Sequence[Verdict], answer: Answer | None, only: frozenset[str]) -> str:
+    """Why no round is asked on these verdicts ("" to ask): nothing fails, or no scope of `only` holds (a partial
+    fix: an expectation the original failed now holds; unapplied: the last answer changed nothing). Empty `only`:
+    every failing answer is asked again."""
     if not failure:
         return "evidence passes"
-    if partial_only and not any(v.progress for v in verdicts):
-        return "no partial fix"
+    holds = {
+        "partial": any(v.progress for v in verdicts),
+        "unapplied": answer is not None and answer.status != "submitted",
+    }
+    if only and not any(holds[name] for name in only):
+        return next(SCOPES[name] for name in SCOPES if name in only)
     return ""
 
 

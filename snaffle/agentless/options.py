@@ -87,6 +87,7 @@ SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOK
 SWITCH_HELP = {
     "feedback": "a one-shot sample whose patch fails the evidence is told the failure and asked again",
     "feedback_partial": "feedback rounds only for a partial fix: one stated expectation now holds, another fails",
+    "feedback_unapplied": "feedback rounds only for an answer that was not applied (unchanged code, a refused edit)",
     "one_entity": "sample i rewrites candidate i; the other candidates are shown as signatures only",
     "stop_after_block": "generation stops after the answer's first complete code block",
     "bound_max_tokens": "max_tokens from the size of the definition to rewrite",

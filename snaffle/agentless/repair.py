@@ -19,6 +19,7 @@ from snaffle.agentless.feedback import (
     closed_fence,
     rounds_allowed,
     run_rounds,
+    scope,
 )
 from snaffle.agentless.localize import Localization
 from snaffle.arms import AGENTLESS, Parts, toolbox
@@ -186,8 +187,7 @@ def repair_sample(
     view.shown.update(context.selectors)
     if config.one_shot:
         rounds = rounds_allowed(config, limits, 1)
-        partial_only = config.feedback_partial and not config.feedback
-        grounding = Grounding(sandbox, evidence, rounds, limits, follow_up, partial_only)
+        grounding = Grounding(sandbox, evidence, rounds, limits, follow_up, scope(config))
         return one_shot(view, model, context, sink, pricer, config, task, grounding)
     parts = Parts(workspace, sandbox, None, config.mechanisms, view)
     runner = PytestRunner(workspace, sandbox, None)
@@ -215,8 +215,8 @@ class Grounding:
     rounds: int = 0
     limits: Limits = Limits()
     follow_up: FollowUp | None = None
-    partial_only: bool = False
-    """Rounds only for a partial fix (`feedback_partial` without `feedback`)."""
+    only: frozenset[str] = frozenset()
+    """Rounds only for these cases (feedback.SCOPES: a partial fix, an unapplied answer); empty: every failure."""
 
 
 def one_shot(
@@ -258,7 +258,7 @@ def one_shot(
         (sink, pricer),
         grounding.rounds,
         grounding.limits,
-        grounding.partial_only,
+        grounding.only,
     )
     if rounds is None:
         return Outcome(status, message, usage, 1, time.monotonic() - started)
