@@ -499,6 +499,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},
     "feedback_unapplied": {"pipeline": {"feedback_unapplied": True}},
+    "kind_expectations": {"snippets": {"kind_expectations": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
     "mutation": {"pipeline": {"mutation": True}},
 }

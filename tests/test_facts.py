@@ -87,6 +87,7 @@ FAST = SnippetLimits(
     max_imports=3,
     ordered_expectations=False,
     indented_scripts=False,
+    kind_expectations=False,
 )
 INFER = replace(FAST, infer_imports=True, ordered_expectations=True)
 

@@ -191,3 +191,42 @@ def test_an_indented_code_block_is_a_script_cut_before_its_traceback_when_switch
 def test_indented_sessions_and_fenced_blocks_are_not_read_twice_as_indented_scripts() -> None:
     issue = SESSION_ISSUE + "\n```text\n\n    import calc\n    calc.add(1, 2)\n```\n"
     assert [s.kind for s in extract(issue, indented=True).snippets] == ["session"]  # a fence's text is the fence's
+
+
+MIXED = ">>> from bag import Bag\n>>> b = Bag([1, 2, 2])\n>>> b.count(2)\n0\n>>> 2 in b\nTrue\n\n"
+
+
+@pytest.mark.parametrize(
+    ("issue", "line", "why"),
+    [
+        (MIXED + "Expected 2.\n", 2, "a number: only count(2) was shown a number"),
+        (MIXED + "Expected False.\n", 3, "a bool: only `2 in b` was shown one"),
+        (MIXED[:-1] + ">>> sorted(b)\n[1, 2]\n\nI expected [1, 2, 2].\n", 4, "a list among a number and a bool"),
+    ],
+)
+def test_by_kind_one_value_maps_onto_the_only_line_shown_its_kind(issue: str, line: int, why: str) -> None:
+    extracted = extract(issue, ordered=True, by_kind=True)
+    (snippet,) = extracted.snippets
+    assert [e.statement for e in snippet.expectations] == [line], why
+    assert extracted.ambiguous == (), why
+    assert extract(issue, ordered=True).snippets[0].expectations == (), "not without the switch"
+
+
+@pytest.mark.parametrize(
+    ("issue", "why"),
+    [
+        (TWO_LINES + "Expected 'a_b'.\n", "two lines were shown strings"),
+        (MIXED + "Expected 'two'.\n", "no line was shown a string"),
+        (MIXED + "Expected True.\n", "the only bool line already shows it"),
+        (MIXED + "Expected 2, False and 3.\n", "three values for two lines"),
+        (MIXED + "Expected 2 once the bag is fixed.\n", "a word follows: a statement, not a value"),
+        (
+            MIXED[:-1] + ">>> b.total()\nTraceback (most recent call last):\nValueError: empty\n\nExpected 3.\n",
+            "the session raises: the value may be the raising line's",
+        ),
+    ],
+)
+def test_by_kind_leaves_out_what_does_not_single_out_one_line(issue: str, why: str) -> None:
+    extracted = extract(issue, ordered=True, by_kind=True)
+    assert all(not s.expectations for s in extracted.snippets), why
+    assert extracted.ambiguous, why

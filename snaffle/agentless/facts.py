@@ -55,6 +55,8 @@ class SnippetLimits:
     """Stated values map in order onto as many session lines (snippets.ordered_expectations)."""
     indented_scripts: bool
     """Markdown's indented code blocks are snippets too (snippets.indented_blocks)."""
+    kind_expectations: bool
+    """One stated value maps onto the only session line shown a literal of its kind (snippets._only_of_kind)."""
 
 
 @cache
@@ -354,7 +356,9 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     """Extract the issue's snippets and run each on the tree at `root`."""
     started = time.monotonic()
     limits = limits or snippet_limits()
-    extracted: Extracted = extract(issue, limits.ordered_expectations, limits.indented_scripts)
+    extracted: Extracted = extract(
+        issue, limits.ordered_expectations, limits.indented_scripts, limits.kind_expectations
+    )
     imports = RepoImports.read(root, issue) if limits.infer_imports else None
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):

@@ -87,10 +87,10 @@ class Extracted:
     ambiguous: tuple[str, ...] = ()
 
 
-def extract(text: str, ordered: bool = False, indented: bool = False) -> Extracted:
+def extract(text: str, ordered: bool = False, indented: bool = False, by_kind: bool = False) -> Extracted:
     """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (`indented`: and
     Markdown's indented code blocks), then `python -c`; `ordered`: stated values map in order onto as many session
-    lines (`ordered_expectations`)."""
+    lines (`ordered_expectations`); `by_kind`: one stated value maps onto the only line shown a value of its kind."""
     text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
@@ -101,7 +101,7 @@ def extract(text: str, ordered: bool = False, indented: bool = False) -> Extract
         found += [Snippet("script", (Statement(code),)) for code in indented_blocks(text) if acts(code)]
     found += [Snippet("command", (Statement(code),)) for code in commands(text)]
     unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
-    return attach_expectations(unique, text, ordered)
+    return attach_expectations(unique, text, ordered, by_kind)
 
 
 def sessions(text: str) -> list[tuple[Statement, ...]]:
@@ -221,7 +221,7 @@ def is_traceback(shown: str) -> bool:
     return TRACEBACK_HEAD in shown or bool(re.search(r"^\w*(?:Error|Exception)\b", shown, re.MULTILINE))
 
 
-def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = False) -> Extracted:
+def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = False, by_kind: bool = False) -> Extracted:
     """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
     ones only when the whole issue shows exactly one value-printing session line (`ordered`: the one statement of
     values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left out."""
@@ -237,7 +237,9 @@ def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = Fals
         keyed.setdefault(spot[0], []).append(Expectation(spot[1], match["value"].strip(), match[0]))
     lines = [(n, i) for n, s in enumerate(snippets) if s.kind == "session" for i in s.expression_lines()]
     lines = [spot for spot in lines if spot not in taken]
-    found, left_out = ordered_expectations(snippets, text, lines) if ordered else _implicit(snippets, text, lines)
+    found, left_out = (
+        ordered_expectations(snippets, text, lines, by_kind) if ordered else _implicit(snippets, text, lines)
+    )
     for snippet, expectation in found:
         keyed.setdefault(snippet, []).append(expectation)
     with_expectations = [Snippet(s.kind, s.statements, tuple(keyed.get(n, ()))) for n, s in enumerate(snippets)]
@@ -258,23 +260,47 @@ def _implicit(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) 
     return [(snippet, Expectation(line, match["value"].strip(), match[0]))], []
 
 
-def ordered_expectations(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) -> Mapped:
+def ordered_expectations(
+    snippets: list[Snippet], text: str, lines: list[tuple[int, int]], by_kind: bool = False
+) -> Mapped:
     """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
     values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
     sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
-    the one the user was shown and is of its kind."""
+    the one the user was shown and is of its kind. `by_kind`: one value and several lines maps onto the only line
+    the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and `2 in sl`
+    showed `True`)."""
     starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
     stated = [(m, stated_values(text, m.end())) for m in starts]
     said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
     if not stated:
         return [], []
     values = stated[0][1]
-    if len(stated) != 1 or len(values) != len(lines) or _shows_traceback(snippets, lines):
+    if len(stated) != 1 or _shows_traceback(snippets, lines):
         return [], said
+    if len(values) != len(lines):
+        spot = _only_of_kind(snippets, lines, values) if by_kind else None
+        return ([(spot[0], Expectation(spot[1], values[0], said[0]))], []) if spot else ([], said)
     pairs = list(zip(lines, values, strict=True))
     if not all(_plausible(snippets[n].statements[i].shown, value) for (n, i), value in pairs):
         return [], said
     return [(n, Expectation(i, value, said[0])) for (n, i), value in pairs], []
+
+
+def _only_of_kind(
+    snippets: list[Snippet], lines: list[tuple[int, int]], values: tuple[str, ...]
+) -> tuple[int, int] | None:
+    """The one line (of several) the user was shown a literal of the kind of the one stated value, and not that
+    value; None when there are more values, or none or several such lines."""
+    wanted = _literal_kind(values[0]) if len(values) == 1 else None
+    if wanted is None:
+        return None
+    spots = [
+        (n, i)
+        for n, i in lines
+        if _literal_kind(snippets[n].statements[i].shown) == wanted
+        and _plausible(snippets[n].statements[i].shown, values[0])
+    ]
+    return spots[0] if len(spots) == 1 else None
 
 
 def _shows_traceback(snippets: list[Snippet], lines: list[tuple[int, int]]) -> bool:
