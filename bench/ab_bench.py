@@ -45,7 +45,14 @@ from typing import Any
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
+from snaffle.agentless.config import (
+    EXECUTION_SWITCHES,
+    PROMPT_SWITCHES,
+    SAMPLING_SWITCHES,
+    ZERO_TOKEN_SWITCHES,
+    PipelineConfig,
+)
+from snaffle.agentless.config import SWITCHES as SWITCH_NAMES
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
@@ -449,6 +456,8 @@ def variants_for(args: argparse.Namespace) -> tuple[list[Variant], str]:
         return [v for arm in arms for v in candidate_variants(arm)], arms[0]
     if args.on:
         return [v for arm in arms for v in on_variants(arm, args.on)], arms[0]
+    if args.since_issue:
+        return [v for arm in arms for v in since_issue_variants(arm)], f"{arms[0]}{ISSUE_SUFFIX}"
     if args.ablate:
         names = ablated_names(args.ablate)
         variants = []
@@ -557,6 +566,26 @@ def on_variants(arm: str, spec: str) -> list[Variant]:
     ]
 
 
+ISSUE_SUFFIX = "@issue16"
+"""The label suffix of the configuration issue 16 calls "today's default" (its ratios are taken against it)."""
+
+
+def since_issue_variants(arm: str) -> list[Variant]:
+    """Issue 16's baseline against today's packaged default: the arm with every switch issue 16 added turned off
+    (the [pipeline] repair, decode, sampling, prompt and zero-token switches and every [mechanisms] one: no issue
+    facts, no snippet evidence, no call trace; the model writes the reproduction test), then the arm as packaged.
+    Localization weights and prompts are today's in both."""
+    base = arm_variant(arm)
+    pipeline = base.pipeline
+    off = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES)
+    then = replace(
+        pipeline,
+        **dict.fromkeys(off, False),
+        switches=replace(pipeline.switches, **dict.fromkeys(SWITCH_NAMES, False)),
+    )
+    return [replace(base, label=arm + ISSUE_SUFFIX, pipeline=then), base]
+
+
 def ablated_names(spec: str) -> list[str]:
     """`--ablate`'s value: comma-separated mechanism names, or `all`."""
     names = list(MECHANISMS) if spec.strip() == "all" else [n.strip() for n in spec.split(",") if n.strip()]
@@ -580,6 +609,8 @@ def results_path(args: argparse.Namespace) -> Path:
         if args.execution
         else "candidate"
         if args.candidate
+        else "since-issue"
+        if args.since_issue
         else "arms"
     )
     return Path("/tmp/ab_results") / f"{mode}.jsonl"
@@ -752,6 +783,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--on",
         help="today's default vs each of these groups switched on (+GROUP) and all together (comma-separated): "
         + ", ".join(ON_GROUPS),
+    )
+    parser.add_argument(
+        "--since-issue",
+        action="store_true",
+        help=f"issue 16's baseline ({ISSUE_SUFFIX}: every switch it added off) against today's packaged default",
     )
     parser.add_argument("--label", default="", help="suffix +LABEL for every variant (e.g. another server)")
     parser.add_argument("--tasks", default="", help="regex over task ids")

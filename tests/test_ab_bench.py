@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from snaffle.agentless.config import PipelineConfig
+from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
 from snaffle.types import Limits
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "ab_bench.py"
@@ -299,6 +299,18 @@ def test_on_variants_are_today_each_group_on_and_all_together() -> None:
     on = existing[f"{ab.ONE_SHOT}+failing_existing"]
     assert on == replace(read, switches=replace(today.switches, failing_existing=True))
     assert on.uses("failing_existing")
+
+
+def test_since_issue_compares_issue_16s_baseline_with_every_switch_off_to_todays_default() -> None:
+    args = ab.parse_args(["--since-issue", "--arms", ab.ONE_SHOT])
+    variants, baseline = ab.variants_for(args)
+    assert [v.label for v in variants] == [f"{ab.ONE_SHOT}@issue16", ab.ONE_SHOT] and baseline == variants[0].label
+    then, today = variants[0].pipeline, variants[1].pipeline
+    assert today == PipelineConfig(one_shot=True)
+    assert not any(getattr(then, name) for name in (*EXECUTION_SWITCHES, "early_stop", "extra_samples", "mutation"))
+    assert not then.docstrings_apart and not any(vars(then.switches).values())
+    assert (then.samples, then.top_k, then.reproduce) == (today.samples, today.top_k, today.reproduce)
+    assert not then.uses("issue_facts") and today.uses("issue_facts")
 
 
 def test_the_new_default_makes_its_reproduction_test_from_the_issue_session_with_no_model_call(
