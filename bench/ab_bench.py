@@ -504,6 +504,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "snippet_test": {"switches": {"snippet_test": True}},
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
     "call_trace": {"switches": {"call_trace": True}},
+    "call_expected": {"switches": {"call_expected": True}},
     "failing_existing": {"switches": {"failing_existing": True}},
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},

@@ -146,6 +146,7 @@ class Mechanisms:
     snippet_test: bool = True
     reproduce_facts: bool = True
     call_trace: bool = True
+    call_expected: bool = True
     """The execution-grounded ones above are on when data/agentless.toml [mechanisms] says so, unless ablated."""
 
     def without(self, name: str) -> Mechanisms:

@@ -84,6 +84,45 @@ def test_an_exception_that_passes_an_except_of_another_type_or_a_finally_is_said
     }  # the except clause's line and the finally's run between the raise and the frame's end
 
 
+SHOUT_FILES: dict[str, str | bytes] = {
+    "shout/__init__.py": (
+        "def shout(word):\n    return _joined(word.split('-')).upper()\n\n\n"
+        "def _joined(parts):\n    return '-'.join(parts)\n\n\n"
+        "def loud(word):\n    return _same(word)\n\n\n"
+        "def _same(word):\n    return word\n"
+    ),
+}
+SHOUT_ISSUE = """shout keeps the dash and loud is quiet
+
+    >>> from shout import shout, loud
+    >>> shout('a-b')
+    'A-B'
+    >>> loud('x')
+    'x'
+
+Expected 'A_B' and 'X'.
+"""
+
+
+@pytest.mark.parametrize("expected", [True, False])
+def test_the_call_whose_value_a_line_showed_says_what_the_issue_expected(
+    tmp_path: Path, sandbox: Sandbox, expected: bool
+) -> None:
+    repo = make_repo(tmp_path / "shout", SHOUT_FILES)
+    reading = replace(FAST, ordered_expectations=True)
+    found = facts.gather(SHOUT_ISSUE, repo, sandbox, reading)
+    assert found.reproducing
+    index = RepoIndex(repo)
+    entities = [index.resolve(f"shout/__init__.py::{q}") for q in ("shout", "_joined", "loud", "_same")]
+    lines = calls.trace(found, entities, repo, sandbox, reading, expected=expected).lines
+    told = ", the issue expects 'A_B'" if expected else ""
+    assert lines["shout/__init__.py::shout"] == (f"shout(word='a-b') returned 'A-B'{told}",)
+    assert lines["shout/__init__.py::_joined"] == ("_joined(parts=['a', 'b']) returned 'a-b'",)  # not the line's value
+    told = ", the issue expects 'X'" if expected else ""
+    assert lines["shout/__init__.py::loud"] == (f"loud(word='x') returned 'x'{told}",)
+    assert lines["shout/__init__.py::_same"] == ("_same(word='x') returned 'x'",)  # the same object, but called inside
+
+
 GENERATOR_FILES: dict[str, str | bytes] = {
     "tally/__init__.py": (
         "def evens(limit):\n    for n in range(limit):\n        if n % 2 == 1:\n            yield n\n\n\n"
@@ -149,6 +188,24 @@ def test_the_repair_prompt_shows_the_calls_only_with_the_switch(scripted: Start,
         assert (told in sent) is on
         staged = stage_events(out, "call_trace")
         assert [s["decision"] for s in staged] == (["1 calls of 1 candidates"] if on else [])
+
+
+def test_the_repair_prompt_says_the_expected_value_only_with_its_switch(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    told = "# When the issue's example ran: Shelf.total() returned 3, the issue expects 2"
+    fixed = edit("shelf/core.py::Shelf.total", "return sum(self.slots.values()) + 1", "return sum(self.slots.values())")
+    for on in (True, False):
+        server = scripted([{**fixed, "expect_contains": told} if on else fixed, DONE])
+        out = tmp_path / f"run-{on}"
+        switches = replace(switch_defaults(), call_trace=True, call_expected=on, failing_existing=False)
+        pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False)
+        model = ModelConfig(server.base_url, "scripted")
+        config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
+        attempt = solve(Task(repo=repo, issue=WRONG_VALUE_ISSUE), config)
+        assert attempt.exit_status == "validated"
+        sent = "\n".join(m["content"] or "" for m in server.requests[0].body["messages"])
+        assert (told in sent) is on
+        assert "# When the issue's example ran: Shelf.total() returned 3" in sent
 
 
 HOSTILE_FILES: dict[str, str | bytes] = {

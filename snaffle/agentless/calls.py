@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless.facts import Call, ExecutionFacts, SnippetLimits, Watched, run_snippet
+from snaffle.agentless.facts import Call, ExecutionFacts, SnippetLimits, SnippetRun, Watched, run_snippet
 from snaffle.index.parse import Entity
 from snaffle.sandbox import Sandbox
 
@@ -23,6 +23,7 @@ CALLABLE_KINDS = ("function", "method")
 SHOWN_PER_FUNCTION = 3
 """Calls shown above one candidate, over all the reproducing snippets (the driver records at most 3 per run)."""
 TEMPLATE = "call_fact.md"
+EXPECTED_TEMPLATE = "call_expected.md"
 
 
 @dataclass(frozen=True)
@@ -48,26 +49,44 @@ def trace(
     root: Path,
     sandbox: Sandbox,
     limits: SnippetLimits | None = None,
+    expected: bool = False,
 ) -> CallFacts:
     """Run each reproducing snippet on the tree at `root` watching the functions and methods among `entities`; what
-    their calls did."""
+    their calls did (`expected`: the call a line's value came from also says the value the issue expects there,
+    when the line missed it)."""
     started = time.monotonic()
     targets = [e for e in entities if e.kind in CALLABLE_KINDS]
     watch = watched(targets, root)
     lines: dict[str, list[str]] = {}
     for run in facts.reproducing if targets else ():
+        wanted = missed(run) if expected else {}
         for call in run_snippet(run.snippet, root, sandbox, limits, watch).calls:
             if 0 <= call.function < len(targets):
                 entity = targets[call.function]  # the driver numbers the calls by their place in `watch`
                 shown = lines.setdefault(entity.selector, [])
-                if len(shown) < SHOWN_PER_FUNCTION and (line := described(entity, call)) not in shown:
+                line = described(entity, call, wanted.get(call.statement, "") if call.shown else "")
+                if len(shown) < SHOWN_PER_FUNCTION and line not in shown:
                     shown.append(line)
     return CallFacts({s: tuple(v) for s, v in lines.items()}, time.monotonic() - started)
 
 
-def described(entity: Entity, call: Call) -> str:
-    """`Class.method(arg=value) returned value`: the qualified name without its `@N` occurrence mark."""
-    return f"{entity.qualname.split('@')[0]}({call.args}) {call.ended}"
+def missed(run: SnippetRun) -> dict[int, str]:
+    """The expected value of each statement whose value missed it on the original tree, by statement."""
+    met = run.seen.met
+    return {e.statement: e.expected for e, ok in zip(run.snippet.expectations, met, strict=False) if ok is False}
+
+
+def described(entity: Entity, call: Call, expected: str = "") -> str:
+    """`Class.method(arg=value) returned value`: the qualified name without its `@N` occurrence mark; with
+    `expected`, what the issue expects in its place (prompts/call_expected.md)."""
+    line = f"{entity.qualname.split('@')[0]}({call.args}) {call.ended}"
+    if not expected:
+        return line
+    return (
+        prompts.render(prompts.load(EXPECTED_TEMPLATE).strip(), call="\0", expected="\1")
+        .replace("\0", line)
+        .replace("\1", expected)
+    )
 
 
 def comment_lines(shown: Sequence[str]) -> list[str]:

@@ -78,6 +78,7 @@ class Switches:
     snippet_test: bool
     reproduce_facts: bool
     call_trace: bool
+    call_expected: bool
 
 
 SWITCHES = tuple(f.name for f in fields(Switches))

@@ -86,6 +86,10 @@ class Call:
     args: str
     ended: str
     """`returned X`, `yielded A, B`, `raised E: message`, or `did not return` (the statement stopped inside it)."""
+    statement: int = 0
+    """The snippet statement it ran in."""
+    shown: bool = False
+    """Its returned object is the statement's value (the first such call to start: where the line's value came from)."""
 
 
 @dataclass(frozen=True)
@@ -174,11 +178,12 @@ def run_snippet(
 def calls_of(report: list[dict[str, object]]) -> tuple[Call, ...]:
     """The watched calls the driver recorded, statement by statement."""
     found = []
-    for result in report:
+    for number, result in enumerate(report):
         rows = result.get("calls")
         for row in rows if isinstance(rows, list) else ():
             if isinstance(row, dict) and isinstance(row.get("function"), int):
-                found.append(Call(row["function"], str(row.get("args", "")), _ended(row)))
+                shown = row.get("shown") is True
+                found.append(Call(row["function"], str(row.get("args", "")), _ended(row), number, shown))
     return tuple(found)
 
 

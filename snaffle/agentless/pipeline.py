@@ -226,7 +226,8 @@ class Pipeline:
         if not self.config.uses("call_trace") or self.facts is None or not self.facts.reproducing:
             return context
         entities = [index.resolve(s) for s in context.selectors]
-        found = calls.trace(self.facts, entities, self.workspace.root, self.sandbox, self.config.snippets)
+        expected = self.config.uses("call_expected")
+        found = calls.trace(self.facts, entities, self.workspace.root, self.sandbox, self.config.snippets, expected)
         decision = f"{found.count} calls of {len(found.lines)} candidates"
         self.stage("call_trace", decision, calls=dict(found.lines), seconds=found.seconds)
         return context.with_calls(found.lines)

@@ -50,12 +50,13 @@ def main() -> None:
             expected = job["expectations"].get(str(number))
             if watcher is not None:
                 sys.settrace(watcher.call)
+            shown: list[Any] = []
             try:
-                results.append(run_statement(source, job["kind"], expected, namespace))
+                results.append(run_statement(source, job["kind"], expected, namespace, shown))
             finally:
                 sys.settrace(None)
             if watcher is not None:
-                results[-1]["calls"] = watcher.take()
+                results[-1]["calls"] = watcher.take(shown)
             sys.stdout.flush()
             save(coverage, results)
             if "exception" in results[-1] and job["kind"] != "session":
@@ -64,13 +65,17 @@ def main() -> None:
         save(coverage, results)
 
 
-def run_statement(source: str, kind: str, expected: str | None, namespace: dict[str, Any]) -> dict[str, Any]:
-    """One statement's value (sessions), expectation check and exception, as a JSON-ready record."""
+def run_statement(
+    source: str, kind: str, expected: str | None, namespace: dict[str, Any], value_out: list[Any]
+) -> dict[str, Any]:
+    """One statement's value (sessions; the object itself also put in `value_out`), expectation check and
+    exception, as a JSON-ready record."""
     result: dict[str, Any] = {}
     try:
         expression = compiled_expression(source) if kind == "session" or expected is not None else None
         if expression is not None:  # what the REPL would echo: the value, unless it is None
             value = eval(expression, namespace)
+            value_out.append(value)
             shown = safe_repr(value)
             if value is not None or expected is not None:
                 print(shown)
@@ -101,9 +106,18 @@ class Watcher:
         self.calls: list[dict[str, Any]] = []
         self.open: dict[int, dict[str, Any]] = {}
         self.paths: dict[str, str] = {}
+        self.returned: dict[int, Any] = {}
+        """The object each call of this statement returned, by `id` of its record (kept only until `take`)."""
 
-    def take(self) -> list[dict[str, Any]]:
+    def take(self, shown: list[Any]) -> list[dict[str, Any]]:
+        """This statement's calls; the first to start whose returned object is the statement's value (`shown`) is
+        marked `shown`: the call the line's value came from."""
         taken, self.calls = self.calls, []
+        returned, self.returned = self.returned, {}
+        for record in taken if shown else ():
+            if id(record) in returned and returned[id(record)] is shown[0]:
+                record["shown"] = True
+                break
         return taken
 
     def number(self, code: Any) -> Any:
@@ -161,6 +175,7 @@ class Local:
             return
         elif not generator:
             self.record["returned"] = short_repr(value)
+            self.watcher.returned[id(self.record)] = value
         self.watcher.close(frame)
 
 
