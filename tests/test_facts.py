@@ -432,3 +432,14 @@ def assert_fails_before_and_passes_after_the_fix(test: str, shelf_repo: Path, sa
     assert before.ran and before.failed and not before.errored
     after = run_tests(patched(shelf_repo, tmp_path, ' or key.startswith("f")', ""), sandbox, [], [str(path)])
     assert after.passed and not after.failed
+
+
+def test_a_snippet_shows_the_same_values_run_to_run_so_the_prompt_is_the_same(
+    shelf_repo: Path, sandbox: Sandbox
+) -> None:
+    """String hashing is seeded per process: a set's order (a dict built from it) would differ from run to run, and
+    so would every prompt quoting it (no replay, no reuse of the server's KV prefix)."""
+    words = ", ".join(repr(f"word{n}") for n in range(20))
+    issue = f"order\n\n    >>> list({{{words}}})\n    []\n"
+    seen = {facts.gather(issue, shelf_repo, sandbox, FAST).runs[0].seen.values for _ in range(3)}
+    assert len(seen) == 1

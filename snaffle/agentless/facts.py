@@ -59,6 +59,12 @@ class SnippetLimits:
     """One stated value maps onto the only session line shown a literal of its kind (snippets._only_of_kind)."""
 
 
+SNIPPET_ENV = {"PYTHONHASHSEED": "0"}
+"""A snippet shows the same values run to run: a set of strings (a dict built from one) iterates in the order of
+its hashes, seeded per process unless fixed, and a prompt quoting such a value would differ each time (no replay, no
+reuse of the server's KV prefix)."""
+
+
 @cache
 def snippet_limits() -> SnippetLimits:
     return data.load_record(SnippetLimits, "agentless.toml", "snippets")
@@ -161,7 +167,7 @@ def run_snippet(
             cwd,
             limits.timeout_s,
             writable=root,
-            env=sandbox.env_for(root),
+            env={**sandbox.env_for(root), **SNIPPET_ENV},
             limits=rlimits,
             output_cap=limits.output_cap_bytes,
             readonly=True,
