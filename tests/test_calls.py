@@ -14,6 +14,7 @@ from snaffle.index.repo import RepoIndex
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
+from snaffle.testing import ScriptedServer
 from snaffle.types import Limits, Task
 from tests.helpers import Start, make_repo, stage_events
 from tests.test_facts import FAST, RAISING_ISSUE, SHELF_FILES, WRONG_VALUE_ISSUE
@@ -171,6 +172,17 @@ def test_a_call_that_never_ends_is_stopped_by_the_snippet_timeout(tmp_path: Path
     assert traced_calls.lines == {"spin/__init__.py::spin": ("spin(n=1) did not return",)}
 
 
+def first_prompt(server: ScriptedServer, repo: Path, issue: str, out: Path, **switched: bool) -> str:
+    """Run the agentless arm (one sample) with `switched` [mechanisms] set; it must end `validated`. The first
+    request's messages, joined."""
+    switches = replace(switch_defaults(), failing_existing=False, **switched)
+    pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False)
+    model = ModelConfig(server.base_url, "scripted")
+    config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
+    assert solve(Task(repo=repo, issue=issue), config).exit_status == "validated"
+    return "\n".join(m["content"] or "" for m in server.requests[0].body["messages"])
+
+
 def test_the_repair_prompt_shows_the_calls_only_with_the_switch(scripted: Start, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "shelf", SHELF_FILES)
     told = "# When the issue's example ran: Shelf.__setitem__(key='fish', value=1) raised ValueError: slot 'fish' is"
@@ -178,14 +190,7 @@ def test_the_repair_prompt_shows_the_calls_only_with_the_switch(scripted: Start,
         right = edit("shelf/core.py::Shelf.__setitem__", FIX, "")
         server = scripted([{**right, "expect_contains": told} if on else right, DONE])
         out = tmp_path / f"run-{on}"
-        switches = replace(switch_defaults(), call_trace=on, failing_existing=False)
-        pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False)
-        model = ModelConfig(server.base_url, "scripted")
-        config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
-        attempt = solve(Task(repo=repo, issue=RAISING_ISSUE), config)
-        assert attempt.exit_status == "validated"
-        sent = "\n".join(m["content"] or "" for m in server.requests[0].body["messages"])
-        assert (told in sent) is on
+        assert (told in first_prompt(server, repo, RAISING_ISSUE, out, call_trace=on)) is on
         staged = stage_events(out, "call_trace")
         assert [s["decision"] for s in staged] == (["1 calls of 1 candidates"] if on else [])
 
@@ -196,14 +201,7 @@ def test_the_repair_prompt_says_the_expected_value_only_with_its_switch(scripted
     fixed = edit("shelf/core.py::Shelf.total", "return sum(self.slots.values()) + 1", "return sum(self.slots.values())")
     for on in (True, False):
         server = scripted([{**fixed, "expect_contains": told} if on else fixed, DONE])
-        out = tmp_path / f"run-{on}"
-        switches = replace(switch_defaults(), call_trace=True, call_expected=on, failing_existing=False)
-        pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False)
-        model = ModelConfig(server.base_url, "scripted")
-        config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
-        attempt = solve(Task(repo=repo, issue=WRONG_VALUE_ISSUE), config)
-        assert attempt.exit_status == "validated"
-        sent = "\n".join(m["content"] or "" for m in server.requests[0].body["messages"])
+        sent = first_prompt(server, repo, WRONG_VALUE_ISSUE, tmp_path / f"run-{on}", call_trace=True, call_expected=on)
         assert (told in sent) is on
         assert "# When the issue's example ran: Shelf.total() returned 3" in sent
 

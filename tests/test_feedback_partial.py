@@ -10,7 +10,9 @@ from typing import Any
 from snaffle.agentless.evidence import Verdict
 from snaffle.agentless.facts import newly_met
 from snaffle.agentless.feedback import halt_reason
+from snaffle.testing import ScriptedServer
 from snaffle.trajectory import read_trajectory
+from snaffle.types import Attempt
 from tests.helpers import Start, make_repo
 from tests.test_pipeline import agentless, stages
 
@@ -58,11 +60,18 @@ def feedback_stages(out: Path) -> list[dict[str, Any]]:
     return [dict(e) for e in found if e["stage"] == "feedback"]
 
 
-def test_a_partial_fix_is_shown_the_expectation_that_still_fails(scripted: Start, tmp_path: Path) -> None:
+def one_sample(
+    scripted: Start, tmp_path: Path, answers: list[dict[str, Any]], **pipeline: Any
+) -> tuple[Attempt, ScriptedServer, Path]:
+    """One one-shot sample on the nums repository, the model answering `answers` in turn."""
     repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([PARTIAL, RIGHT])
+    server = scripted(answers)
     out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_partial=True, feedback_rounds=2)
+    return agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, **pipeline), server, out
+
+
+def test_a_partial_fix_is_shown_the_expectation_that_still_fails(scripted: Start, tmp_path: Path) -> None:
+    attempt, server, out = one_sample(scripted, tmp_path, [PARTIAL, RIGHT], feedback_partial=True, feedback_rounds=2)
     assert attempt.exit_status == "validated", stages(out)
     assert "n % 100 in (11, 12, 13)" in attempt.patch
     request = server.requests[1].body["messages"][-1]["content"]
@@ -72,19 +81,13 @@ def test_a_partial_fix_is_shown_the_expectation_that_still_fails(scripted: Start
 
 
 def test_an_answer_that_moves_nothing_gets_no_round(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([NOTHING, RIGHT])
-    out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_partial=True, feedback_rounds=2)
+    attempt, server, out = one_sample(scripted, tmp_path, [NOTHING, RIGHT], feedback_partial=True, feedback_rounds=2)
     assert len(server.requests) == 1 and attempt.exit_status == "no_valid_patch", stages(out)
     assert [r["decision"] for r in feedback_stages(out)] == ["no partial fix"]
 
 
 def test_without_the_switch_a_partial_fix_gets_no_round(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([PARTIAL, RIGHT])
-    out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_partial=False, feedback=False)
+    attempt, server, out = one_sample(scripted, tmp_path, [PARTIAL, RIGHT], feedback_partial=False, feedback=False)
     assert len(server.requests) == 1 and attempt.exit_status == "no_valid_patch", stages(out)
     assert feedback_stages(out) == []
 

@@ -8,18 +8,17 @@ from pathlib import Path
 
 from snaffle.agentless.evidence import Verdict
 from snaffle.agentless.feedback import Answer, halt_reason
-from tests.helpers import Start, make_repo
-from tests.test_feedback_partial import ISSUE, NOTHING, NUMS, ONE_SHOT, RIGHT, answer, feedback_stages
-from tests.test_pipeline import agentless, stages
+from tests.helpers import Start
+from tests.test_feedback_partial import NOTHING, RIGHT, answer, feedback_stages, one_sample
+from tests.test_pipeline import stages
 
 UNCHANGED = answer("n % 10 in (11, 12, 13)")  # the original code, its docstring left out as asked
 
 
 def test_an_answer_that_repeats_the_code_is_told_so_and_asked_again(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([UNCHANGED, RIGHT])
-    out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_unapplied=True, feedback_rounds=2)
+    attempt, server, out = one_sample(
+        scripted, tmp_path, [UNCHANGED, RIGHT], feedback_unapplied=True, feedback_rounds=2
+    )
     assert attempt.exit_status == "validated", stages(out)
     assert "n % 100 in (11, 12, 13)" in attempt.patch
     request = server.requests[1].body["messages"][-1]["content"]
@@ -29,19 +28,13 @@ def test_an_answer_that_repeats_the_code_is_told_so_and_asked_again(scripted: St
 
 
 def test_an_applied_wrong_answer_gets_no_round(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([NOTHING, RIGHT])
-    out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_unapplied=True, feedback_rounds=2)
+    attempt, server, out = one_sample(scripted, tmp_path, [NOTHING, RIGHT], feedback_unapplied=True, feedback_rounds=2)
     assert len(server.requests) == 1 and attempt.exit_status == "no_valid_patch", stages(out)
     assert [r["decision"] for r in feedback_stages(out)] == ["its answer was applied"]
 
 
 def test_without_the_switch_an_unchanged_answer_gets_no_round(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "nums", NUMS)
-    server = scripted([UNCHANGED, RIGHT])
-    out = tmp_path / "run"
-    attempt = agentless(repo, ISSUE, server.base_url, out, **ONE_SHOT, feedback_unapplied=False, feedback=False)
+    attempt, server, out = one_sample(scripted, tmp_path, [UNCHANGED, RIGHT], feedback_unapplied=False, feedback=False)
     assert len(server.requests) == 1 and attempt.exit_status == "no_valid_patch", stages(out)
     assert feedback_stages(out) == []
 
