@@ -497,6 +497,7 @@ the first task of this session's run, for no resolve."""
 ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "early_stop": {"pipeline": {"early_stop": True}},
     "extra_samples": {"pipeline": {"extra_samples": True}},
+    "max_samples_4": {"pipeline": {"max_samples": 4}},
     "one_entity": {"pipeline": {"one_entity": True}},
     "one_entity_after_greedy": {"pipeline": {"one_entity": True, "one_entity_scope": "temperature"}},
     "one_entity_greedy": {"pipeline": {"one_entity": True, "one_entity_scope": "greedy"}},
