@@ -53,3 +53,11 @@ def test_the_text_protocol_describes_the_tools_and_a_real_call() -> None:
     assert text.startswith("You fix bugs.\n\n") and "{{" not in text
     assert '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>' in text
     assert '{"name":"bash","description":"Run a command.","parameters":{"type":"object"}}' in text
+
+
+def test_a_value_is_filled_in_as_it_is_and_an_unfilled_slot_is_an_error() -> None:
+    """An issue may quote Jinja (`{{ x }}`) or a repr may hold `{{call}}`: values are never read as a template."""
+    filled = prompts.render("Issue: {{issue}}\n{{call}}", issue="use {{ x }} and {{call}}", call="f() returned 1")
+    assert filled == "Issue: use {{ x }} and {{call}}\nf() returned 1"
+    with pytest.raises(KeyError, match="unfilled template slot near '{{call}}'"):
+        prompts.render("Issue: {{issue}}\n{{call}}", issue="x")

@@ -82,14 +82,10 @@ def described(entity: Entity, call: Call, expected: str = "") -> str:
     line = f"{entity.qualname.split('@')[0]}({call.args}) {call.ended}"
     if not expected:
         return line
-    return (
-        prompts.render(prompts.load(EXPECTED_TEMPLATE).strip(), call="\0", expected="\1")
-        .replace("\0", line)
-        .replace("\1", expected)
-    )
+    return prompts.render(prompts.load(EXPECTED_TEMPLATE).strip(), call=line, expected=expected)
 
 
 def comment_lines(shown: Sequence[str]) -> list[str]:
     """The lines put above a candidate's code in the prompt (snaffle/prompts/call_fact.md, one per call)."""
-    template = prompts.render(prompts.load(TEMPLATE).strip(), call="\0")  # a value may hold braces
-    return [template.replace("\0", " ".join(line.split())) for line in shown]
+    template = prompts.load(TEMPLATE).strip()
+    return [prompts.render(template, call=" ".join(line.split())) for line in shown]

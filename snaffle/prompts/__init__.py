@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -25,14 +26,20 @@ def load(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
+SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+
 def render(template: str, **values: str) -> str:
-    """Replace each `{{key}}` with its value; unknown slots are an error, so no placeholder reaches a model."""
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", value)
-    if "{{" in template:
-        start = template.index("{{")
-        raise KeyError(f"unfilled template slot near {template[start : start + 30]!r}")
-    return template
+    """Fill each `{{key}}` slot of `template` with its value in one pass, so a value is never read as a template (an
+    issue may quote Jinja's `{{ x }}`, a repr may hold `{{call}}`); a slot with no value is an error, so no
+    placeholder reaches a model."""
+
+    def fill(slot: re.Match[str]) -> str:
+        if slot[1] not in values:
+            raise KeyError(f"unfilled template slot near {slot[0]!r}")
+        return values[slot[1]]
+
+    return SLOT.sub(fill, template)
 
 
 def system_prompt(base: str, schemas: Sequence[Mapping[str, Any]], protocol: str, example: Mapping[str, Any]) -> str:
