@@ -45,14 +45,9 @@ from typing import Any
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
 from snaffle.adapters import EXTERNAL, AdapterSpec
-from snaffle.agentless.config import (
-    EXECUTION_SWITCHES,
-    PROMPT_SWITCHES,
-    SAMPLING_SWITCHES,
-    ZERO_TOKEN_SWITCHES,
-    PipelineConfig,
-)
-from snaffle.agentless.config import SWITCHES as SWITCH_NAMES
+from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
+from snaffle.agentless.config import SWITCHES as MECHANISM_SWITCHES
+from snaffle.agentless.options import SWITCHES as PIPELINE_SWITCHES
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
@@ -579,11 +574,10 @@ def since_issue_variants(arm: str) -> list[Variant]:
     Localization weights and prompts are today's in both."""
     base = arm_variant(arm)
     pipeline = base.pipeline
-    off = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES)
     then = replace(
         pipeline,
-        **dict.fromkeys(off, False),
-        switches=replace(pipeline.switches, **dict.fromkeys(SWITCH_NAMES, False)),
+        **dict.fromkeys(PIPELINE_SWITCHES, False),
+        switches=replace(pipeline.switches, **dict.fromkeys(MECHANISM_SWITCHES, False)),
     )
     return [replace(base, label=arm + ISSUE_SUFFIX, pipeline=then), base]
 

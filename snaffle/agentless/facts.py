@@ -92,9 +92,9 @@ class Call:
     args: str
     ended: str
     """`returned X`, `yielded A, B`, `raised E: message`, or `did not return` (the statement stopped inside it)."""
-    statement: int = 0
+    statement: int
     """The snippet statement it ran in."""
-    shown: bool = False
+    shown: bool
     """Its returned object is the statement's value (the first such call to start: where the line's value came from)."""
 
 

@@ -33,6 +33,8 @@ LEAVE_OPS = YIELD_OPS | frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN
 `except` of another type or a `finally`) an exception left it. A line event does not say the exception was handled."""
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
+NO_VALUE = object()
+"""A statement that gave no value (an assignment, an import, a failure): no call is where its value came from."""
 
 
 def main() -> None:
@@ -50,13 +52,13 @@ def main() -> None:
             expected = job["expectations"].get(str(number))
             if watcher is not None:
                 sys.settrace(watcher.call)
-            shown: list[Any] = []
             try:
-                results.append(run_statement(source, job["kind"], expected, namespace, shown))
+                result, value = run_statement(source, job["kind"], expected, namespace)
             finally:
                 sys.settrace(None)
+            results.append(result)
             if watcher is not None:
-                results[-1]["calls"] = watcher.take(shown)
+                result["calls"] = watcher.take(value)
             sys.stdout.flush()
             save(coverage, results)
             if "exception" in results[-1] and job["kind"] != "session":
@@ -66,16 +68,16 @@ def main() -> None:
 
 
 def run_statement(
-    source: str, kind: str, expected: str | None, namespace: dict[str, Any], value_out: list[Any]
-) -> dict[str, Any]:
-    """One statement's value (sessions; the object itself also put in `value_out`), expectation check and
-    exception, as a JSON-ready record."""
+    source: str, kind: str, expected: str | None, namespace: dict[str, Any]
+) -> tuple[dict[str, Any], Any]:
+    """One statement's value (sessions), expectation check and exception, as a JSON-ready record; and the value
+    itself (`NO_VALUE` for a statement or a failure)."""
     result: dict[str, Any] = {}
+    value: Any = NO_VALUE
     try:
         expression = compiled_expression(source) if kind == "session" or expected is not None else None
         if expression is not None:  # what the REPL would echo: the value, unless it is None
             value = eval(expression, namespace)
-            value_out.append(value)
             shown = safe_repr(value)
             if value is not None or expected is not None:
                 print(shown)
@@ -89,7 +91,7 @@ def run_statement(
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # this driver's frame left out
         result["exception"] = describe(exc, tb)
         traceback.print_exception(type(exc), exc, tb)
-    return result
+    return result, value
 
 
 class Watcher:
@@ -109,13 +111,13 @@ class Watcher:
         self.returned: dict[int, Any] = {}
         """The object each call of this statement returned, by `id` of its record (kept only until `take`)."""
 
-    def take(self, shown: list[Any]) -> list[dict[str, Any]]:
-        """This statement's calls; the first to start whose returned object is the statement's value (`shown`) is
-        marked `shown`: the call the line's value came from."""
+    def take(self, value: Any) -> list[dict[str, Any]]:
+        """This statement's calls; the first to start whose returned object is the statement's `value` is marked
+        `shown`: the call the line's value came from."""
         taken, self.calls = self.calls, []
         returned, self.returned = self.returned, {}
-        for record in taken if shown else ():
-            if id(record) in returned and returned[id(record)] is shown[0]:
+        for record in taken if value is not NO_VALUE else ():
+            if id(record) in returned and returned[id(record)] is value:
                 record["shown"] = True
                 break
         return taken
