@@ -111,6 +111,17 @@ def test_quotes_are_message_runs_and_code_lines() -> None:
     assert "total = cart.total() + shipping_cost(2)" in found and "x = 1" not in found
 
 
+def test_a_message_after_a_printed_location_is_a_message() -> None:
+    text = (
+        "/site-packages/shop/cart.py:492: SerializationWarning: variable 'x' has a coupon but no owner. Ignoring it.\n"
+        "docs/index.rst:30: WARNING: toctree contains reference to nonexisting document 'search'\n"
+        "Note: this happens on every run\n"
+    )
+    found = quotes(text, [])
+    assert "has a coupon but" in found and "toctree contains reference to" in found
+    assert not any("happens on every" in q for q in found)  # a capitalized word and a colon is no message
+
+
 def test_imports_and_assignments_of_the_issue_code() -> None:
     assert imports("import numpy as np\nfrom shop import cart, pricing as p\nimport os.path\n") == [
         ("np", "numpy"),
@@ -186,6 +197,13 @@ def test_callee_signal_follows_calls_out_of_named_entities(index: RepoIndex) -> 
 
 def test_quote_signal_finds_the_message_in_the_code(index: RepoIndex) -> None:
     issue = "Checkout fails with\n\n    ValueError: no discount code on <Item 7> for the winter season\n"
+    scores = Localizer(index).quote(parse_issue(issue))
+    assert {e.selector: s for e, s in scores.items()} == {"shop/pricing.py::discount_rate": 1.0}
+
+
+def test_a_message_quoted_inline_mid_sentence_is_found_without_its_exception_name(index: RepoIndex) -> None:
+    issue = "Checking out raises `ValueError: no discount code on <Item 7> for the winter season` today.\n"
+    assert "no discount code on" in parse_issue(issue).quotes
     scores = Localizer(index).quote(parse_issue(issue))
     assert {e.selector: s for e, s in scores.items()} == {"shop/pricing.py::discount_rate": 1.0}
 

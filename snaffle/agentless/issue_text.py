@@ -76,9 +76,12 @@ STOCK_SENTENCES = (
 )
 """Prompts of the common issue templates that reporters leave in place (GitHub's default bug report among them)."""
 MESSAGE_RE = re.compile(
-    r"^[ \t]*(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL|E)\b:?[ \t]*(?P<message>\S.*)$", re.MULTILINE
+    r"(?:^[ \t]*(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL|E)\b:?"
+    r"|(?<=: )(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL):)[ \t]*(?P<message>\S.*)$",
+    re.MULTILINE,
 )
-"""An error or warning line: its message often repeats a string literal of the code that raised it."""
+"""An error or warning line: its message often repeats a string literal of the code that raised it. The name may
+follow a printed location (`conventions.py:492: SerializationWarning: ...`, `index.rst:30: WARNING: ...`)."""
 VARIABLE_PART_RE = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`|\b0x[0-9a-fA-F]+\b|\d+(?:\.\d+)?|[\[\]{}()<>|]")
 """The parts of a message that a format string fills in: quoted values, numbers, reprs."""
 PROMPT_RE = re.compile(r"^(?:>>>|\.\.\.|\$|In \[\d+\]:)\s*")
@@ -216,8 +219,10 @@ def imports(code: str) -> list[tuple[str, str]]:
 
 
 def quotes(text: str, spans: list[str]) -> tuple[str, ...]:
-    """Runs of `MESSAGE_WINDOW` words from the fixed parts of error messages, then stripped lines of code."""
-    pieces = [p.split() for m in MESSAGE_RE.finditer(text) for p in VARIABLE_PART_RE.split(m["message"])]
+    """Runs of `MESSAGE_WINDOW` words from the fixed parts of error messages, then stripped lines of code. A code
+    span is read as lines of its own too: a message quoted mid-sentence (`ValueError: ...`) is a message."""
+    lines = "\n".join([text, *spans])
+    pieces = [p.split() for m in MESSAGE_RE.finditer(lines) for p in VARIABLE_PART_RE.split(m["message"])]
     found = [
         " ".join(words[i : i + MESSAGE_WINDOW]) for words in pieces for i in range(len(words) - MESSAGE_WINDOW + 1)
     ]
