@@ -17,9 +17,12 @@ from tests.trace_scenarios import make_runs
 
 @pytest.fixture(autouse=True)
 def temp_files_in_pytests_tree(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the code under test puts in the temp dir (a workspace's private index a test leaves open) goes under
-    pytest's base temp dir, which pytest prunes, never loose in /tmp."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.getbasetemp()))
+    """What the code under test puts in the temp dir (a workspace's private index a test leaves open, the scratch
+    copy of a `snaffle` process a test kills with SIGKILL) goes under pytest's base temp dir, which pytest prunes,
+    never loose in /tmp: in this process through `tempfile.tempdir`, in the processes a test starts through TMPDIR."""
+    base = str(tmp_path_factory.getbasetemp())
+    monkeypatch.setattr(tempfile, "tempdir", base)
+    monkeypatch.setenv("TMPDIR", base)
 
 
 @pytest.fixture
