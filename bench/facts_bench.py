@@ -27,7 +27,7 @@ import ab_bench as ab
 
 from snaffle.agentless import facts
 from snaffle.agentless.facts import ExecutionFacts, SnippetLimits, SnippetRun
-from snaffle.agentless.validate import TestOutcomes, run_tests
+from snaffle.agentless.validate import run_tests
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
@@ -129,15 +129,6 @@ def pristine_verdicts(
     return verdicts
 
 
-def _run_test_file(tree: Path, sandbox: Sandbox, path: Path) -> TestOutcomes:
-    """Run one test file on a tree; the workspace's private index goes when it is done."""
-    workspace = Workspace.open(tree)
-    try:
-        return run_tests(workspace, sandbox, [], [str(path)])
-    finally:
-        workspace.close()
-
-
 def made_test_verdict(found: ExecutionFacts, trees: Trees, sandbox: Sandbox) -> str:
     """The snippet-made test: `true` when it fails (not errors) on the planted tree and passes on the pristine."""
     source = facts.snippet_test(found)
@@ -146,10 +137,12 @@ def made_test_verdict(found: ExecutionFacts, trees: Trees, sandbox: Sandbox) -> 
     path = sandbox.scratch / "repro" / "test_snaffle_repro.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source, encoding="utf-8")
-    planted = _run_test_file(trees.planted, sandbox, path)
+    with Workspace.open(trees.planted) as workspace:
+        planted = run_tests(workspace, sandbox, [], [str(path)])
     if not (planted.ran and planted.failed and not planted.errored):
         return "false"
-    pristine = _run_test_file(trees.pristine, sandbox, path)
+    with Workspace.open(trees.pristine) as workspace:
+        pristine = run_tests(workspace, sandbox, [], [str(path)])
     return "true" if pristine.passed and not pristine.failed and not pristine.errored else "false"
 
 

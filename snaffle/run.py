@@ -284,15 +284,11 @@ def collect_failing_test(task: Task, sandbox_mode: str, python: PythonChoice | N
     itself may break its import)."""
     if task.failing_test is None:
         return
-    user = Workspace.open(task.repo)
-    try:
-        with tempfile.TemporaryDirectory(prefix="snaffle-collect-") as scratch:
-            copy = user.clone(Path(scratch) / "work")
-            choice = python or choose(task.repo, None)
-            sandbox, _ = prepare(choice, Path(scratch) / "sandbox", sandbox_mode)
-            done = collect_only(copy.root, sandbox, [task.failing_test], COLLECT_TIMEOUT_S)
-    finally:
-        user.close()
+    with Workspace.open(task.repo) as user, tempfile.TemporaryDirectory(prefix="snaffle-collect-") as scratch:
+        copy = user.clone(Path(scratch) / "work")
+        choice = python or choose(task.repo, None)
+        sandbox, _ = prepare(choice, Path(scratch) / "sandbox", sandbox_mode)
+        done = collect_only(copy.root, sandbox, [task.failing_test], COLLECT_TIMEOUT_S)
     if done.returncode in PYTEST_COLLECTED_NOTHING:
         raise UserError(
             f"--failing-test {task.failing_test!r}: pytest collects no such test in {task.repo}: "

@@ -52,6 +52,12 @@ class Workspace:
             shutil.copyfile(real_index, index)
         return cls(top, snapshot_tree(top, index), index)
 
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Remove the private index (a copy's index lives in its own .git and goes with the copy)."""
         if self.index.parent.name.startswith(INDEX_PREFIX):

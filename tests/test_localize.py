@@ -203,8 +203,9 @@ def test_quote_signal_finds_the_message_in_the_code(index: RepoIndex) -> None:
 
 def test_a_message_quoted_inline_mid_sentence_is_found_without_its_exception_name(index: RepoIndex) -> None:
     issue = "Checking out raises `ValueError: no discount code on <Item 7> for the winter season` today.\n"
-    assert "no discount code on" in parse_issue(issue).quotes
-    scores = Localizer(index).quote(parse_issue(issue))
+    facts = parse_issue(issue)
+    assert "no discount code on" in facts.quotes
+    scores = Localizer(index).quote(facts)
     assert {e.selector: s for e, s in scores.items()} == {"shop/pricing.py::discount_rate": 1.0}
 
 

@@ -70,3 +70,16 @@ def test_copies_leave_no_temporary_index_behind(tmp_path: Path, monkeypatch: pyt
         copy.close()
     workspace.close()
     assert set(temp.glob("snaffle-index-*")) == before
+
+
+def test_a_workspace_opened_in_a_with_block_removes_its_index_on_leaving_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _ = _hostile_repo(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(RuntimeError), Workspace.open(repo) as workspace:
+        assert workspace.index.is_file() and list(temp.glob("snaffle-index-*"))
+        raise RuntimeError("the block fails")
+    assert not list(temp.glob("snaffle-index-*"))

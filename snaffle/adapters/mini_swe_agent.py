@@ -55,15 +55,12 @@ class MiniSweAgentAdapter:
     def run(self, task: Task, workdir: Path, limits: Limits, base_url: str) -> Attempt:
         require_mini()
         self.out.mkdir(parents=True, exist_ok=True)
-        workspace = Workspace.open(workdir)
-        try:
+        with Workspace.open(workdir) as workspace:
             config = self.out / CONFIG_FILE
             config.write_text(yaml.safe_dump(mini_config(self.spec, task, workdir, limits, base_url)), "utf-8")
             started = time.monotonic()
             timed_out = self.launch(config, limits)
             patch = workspace.patch()
-        finally:
-            workspace.close()
         data = read_traj(self.out / TRAJ_FILE)
         status, message = outcome(data, timed_out, limits)
         return self.record(task, data, status, message, patch, base_url, limits, time.monotonic() - started)

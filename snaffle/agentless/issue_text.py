@@ -75,10 +75,10 @@ STOCK_SENTENCES = (
     "[e.g.",
 )
 """Prompts of the common issue templates that reporters leave in place (GitHub's default bug report among them)."""
+MESSAGE_NAME = r"[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL"
+"""What heads a message: an exception or warning class, or a log level."""
 MESSAGE_RE = re.compile(
-    r"(?:^[ \t]*(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL|E)\b:?"
-    r"|(?<=: )(?:[\w.]*(?:Error|Exception|Warning)|WARNING|ERROR|CRITICAL):)[ \t]*(?P<message>\S.*)$",
-    re.MULTILINE,
+    rf"(?:^[ \t]*(?:{MESSAGE_NAME}|E)\b:?|(?<=: )(?:{MESSAGE_NAME}):)[ \t]*(?P<message>\S.*)$", re.MULTILINE
 )
 """An error or warning line: its message often repeats a string literal of the code that raised it. The name may
 follow a printed location (`conventions.py:492: SerializationWarning: ...`, `index.rst:30: WARNING: ...`)."""
