@@ -501,6 +501,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "reproduce_facts": {"switches": {"reproduce_facts": True}},
     "call_trace": {"switches": {"call_trace": True}},
     "call_expected": {"switches": {"call_expected": True}},
+    "value_origin": {"switches": {"value_origin": True}},
     "failing_existing": {"switches": {"failing_existing": True}},
     "feedback": {"pipeline": {"feedback": True}},
     "feedback_partial": {"pipeline": {"feedback_partial": True}},

@@ -147,6 +147,7 @@ class Mechanisms:
     reproduce_facts: bool = True
     call_trace: bool = True
     call_expected: bool = True
+    value_origin: bool = True
     """The execution-grounded ones above are on when data/agentless.toml [mechanisms] says so, unless ablated."""
 
     def without(self, name: str) -> Mechanisms:

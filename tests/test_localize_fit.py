@@ -245,11 +245,11 @@ def test_a_records_execution_signals_are_fitted_and_held_where_no_record_has_the
     packaged = fitting.start(Weights.load())
     initial = {**fitting.neutral(packaged), "executed": 0.0}
     ran = [fitting.instance(r, is_peripheral) for r in made]
-    assert fitting.absent(ran) == ("raised",)
+    assert fitting.absent(ran) == ("raised", "origin")
     fitted = fitting.fit(ran, initial)
     assert fitted["executed"] > 0 and fitted["raised"] == initial["raised"]
     assert fitting.rates(ran, fitted)["entity@1"] == 100.0 > fitting.rates(ran, initial)["entity@1"]
     static = [fitting.instance({k: v for k, v in r.items() if k != "execution_signals"}, is_peripheral) for r in made]
-    assert fitting.absent(static) == ("raised", "executed")
+    assert fitting.absent(static) == ("raised", "executed", "origin")
     held = fitting.fit(static, initial)
     assert held["executed"] == 0.0 and held["raised"] == initial["raised"] == packaged["raised"]

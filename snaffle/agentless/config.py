@@ -79,6 +79,7 @@ class Switches:
     reproduce_facts: bool
     call_trace: bool
     call_expected: bool
+    value_origin: bool
 
 
 SWITCHES = tuple(f.name for f in fields(Switches))

@@ -96,6 +96,14 @@ class Call:
     """The snippet statement it ran in."""
     shown: bool
     """Its returned object is the statement's value (the first such call to start: where the line's value came from)."""
+    end: int = -1
+    """Its place among the run's watched calls in the order they ended (-1: it never ended); an inner call ends
+    before the call around it."""
+
+    @property
+    def returned(self) -> str | None:
+        """The repr of the value it returned (cut as the driver cuts it); None if it raised, yielded or never ended."""
+        return self.ended.removeprefix("returned ") if self.ended.startswith("returned ") else None
 
 
 @dataclass(frozen=True)
@@ -142,9 +150,11 @@ def run_snippet(
     sandbox: Sandbox,
     limits: SnippetLimits | None = None,
     watch: Sequence[Watched] = (),
+    calls_per_function: int | None = None,
 ) -> Observation:
     """Run `snippet` against the tree at `root`, read-only, in a fresh scratch dir; never raises for what it does.
-    With `watch`, the run records those functions' calls instead of measuring coverage."""
+    With `watch`, the run records those functions' calls instead of measuring coverage (`calls_per_function` of
+    each, the driver's own number if None)."""
     limits = limits or snippet_limits()
     measured = limits.coverage and not watch
     with tempfile.TemporaryDirectory(prefix="snaffle-snippet-", dir=sandbox.scratch) as tmp:
@@ -158,6 +168,7 @@ def run_snippet(
             "marker": marker,
             "coverage": measured,
             "watch": [[w.path, w.first_line, w.last_line, w.name] for w in watch],
+            **({"calls_per_function": calls_per_function} if calls_per_function is not None else {}),
         }
         (cwd / "job.json").write_text(json.dumps(job), encoding="utf-8")
         started = time.monotonic()
@@ -189,7 +200,8 @@ def calls_of(report: list[dict[str, object]]) -> tuple[Call, ...]:
         for row in rows if isinstance(rows, list) else ():
             if isinstance(row, dict) and isinstance(row.get("function"), int):
                 shown = row.get("shown") is True
-                found.append(Call(row["function"], str(row.get("args", "")), _ended(row), number, shown))
+                end = row["end"] if isinstance(row.get("end"), int) else -1
+                found.append(Call(row["function"], str(row.get("args", "")), _ended(row), number, shown, end))
     return tuple(found)
 
 
@@ -517,18 +529,23 @@ def raised_scores(facts: ExecutionFacts, index: RepoIndex) -> dict[Entity, float
 
 def executed_scores(facts: ExecutionFacts, index: RepoIndex) -> dict[Entity, float]:
     """Functions and methods whose body the snippets ran (not only their `def` at import), 1/log2(1 + n) each."""
-    ran: set[Entity] = set()
-    for run in facts.runs:
-        for path, lines in run.seen.executed.items():
-            if not _indexed(index, path):
-                continue
-            entities = [e for e in index.entities(path) if e.kind in ("function", "method")]
-            for line in lines:
-                owner = innermost(entities, line - 1)
-                if owner is not None and line - 1 >= owner.body_start_line:
-                    ran.add(owner)
+    ran = {e for run in facts.runs for e in ran_entities(run.seen, index)}
     value = 1.0 / math.log2(1 + len(ran)) if ran else 0.0
     return {entity: min(1.0, value) for entity in ran}
+
+
+def ran_entities(seen: Observation, index: RepoIndex) -> list[Entity]:
+    """The functions and methods whose body a run ran, by coverage (not only their `def` at import), in file order."""
+    ran: dict[Entity, None] = {}
+    for path, lines in sorted(seen.executed.items()):
+        if not _indexed(index, path):
+            continue
+        entities = [e for e in index.entities(path) if e.kind in ("function", "method")]
+        for line in sorted(lines):
+            owner = innermost(entities, line - 1)
+            if owner is not None and line - 1 >= owner.body_start_line:
+                ran[owner] = None
+    return list(ran)
 
 
 def _indexed(index: RepoIndex, path: str) -> bool:

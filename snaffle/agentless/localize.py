@@ -114,8 +114,9 @@ class Localization:
         }
 
 
-EXECUTION_SIGNALS = ("raised", "executed")
-"""From running the issue's snippets (agentless/facts.py): the raising repo frames, the entities they ran."""
+EXECUTION_SIGNALS = ("raised", "executed", "origin")
+"""From running the issue's snippets (agentless/facts.py, origin.py): the raising repo frames, the entities they ran,
+the calls that first returned a wrong value's wrong part."""
 ENTITY_SIGNALS = (
     "traceback",
     "identifier",

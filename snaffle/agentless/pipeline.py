@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless import baseline, calls, mutation
+from snaffle.agentless import baseline, calls, mutation, origin
 from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.budget import Budget
 from snaffle.agentless.config import PipelineConfig, decode_config
@@ -219,7 +219,22 @@ class Pipeline:
             self.stage("issue_facts", snippet_facts.decision(self.facts), **snippet_facts.facts_fields(self.facts))
         if self.config.uses("snippet_evidence"):
             self.evidence += self.facts.evidence()
-        return snippet_facts.signals(self.facts, index) if self.config.uses("execution_localize") else None
+        if not self.config.uses("execution_localize"):
+            return None
+        return {**snippet_facts.signals(self.facts, index), "origin": self.value_origin(index)}
+
+    def value_origin(self, index: RepoIndex) -> dict[Entity, float]:
+        """The `origin` signal: where the wrong part of a reproduced wrong value was first returned
+        (agentless/origin.py), said in a `value_origin` stage when there is one."""
+        if not self.config.uses("value_origin") or self.facts is None:
+            return {}
+        started = time.monotonic()
+        found = origin.origins(self.facts, index, self.workspace.root, self.sandbox, self.config.snippets)
+        if found:
+            lines = {o.entity.selector: o.line for o in found}
+            seconds = round(time.monotonic() - started, 2)
+            self.stage("value_origin", f"{len(found)} calls returned the wrong part", calls=lines, seconds=seconds)
+        return origin.scores(found)
 
     def call_trace(self, index: RepoIndex, context: RepairContext) -> RepairContext:
         """The context with what each candidate's calls did when the reproducing snippets ran (agentless/calls.py)."""

@@ -24,7 +24,8 @@ LIMIT = 600
 VALUE_LIMIT = 80
 """A watched call's argument or result is cut to this many characters."""
 CALLS_PER_FUNCTION = 3
-"""Calls recorded per watched function in the whole run (a loop or recursion records its first ones)."""
+"""Calls recorded per watched function in the whole run (a loop or recursion records its first ones), unless the job
+says another number."""
 YIELDS = 4
 """Values recorded per generator call."""
 YIELD_OPS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM") if n in dis.opmap)
@@ -42,7 +43,8 @@ def main() -> None:
         job = json.load(handle)
     coverage = start_coverage(job)
     results: list[dict[str, Any]] = []
-    watcher = Watcher(job.get("watch", []), results) if coverage is None and job.get("watch") else None
+    limit = int(job.get("calls_per_function", CALLS_PER_FUNCTION))
+    watcher = Watcher(job.get("watch", []), results, limit) if coverage is None and job.get("watch") else None
     namespace: dict[str, Any] = {"__name__": "__main__"}
     try:
         for number, source in enumerate(job["statements"]):
@@ -98,8 +100,11 @@ class Watcher:
     """The calls of the watched functions (`[path, first line, last line, name]` each): per call its arguments (not
     `self` or `cls`) and how it ended: the value returned, the values yielded, or the exception that left it."""
 
-    def __init__(self, watched: list[list[Any]], results: list[dict[str, Any]]) -> None:
+    def __init__(self, watched: list[list[Any]], results: list[dict[str, Any]], limit: int) -> None:
         self.results = results
+        self.limit = limit
+        self.ends = 0
+        """How many watched calls have ended so far: each ended call's record says its place (`end`)."""
         self.watched: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         for number, (path, first, last, name) in enumerate(watched):
             key = (os.path.realpath(str(path)), str(name))
@@ -137,7 +142,7 @@ class Watcher:
         record = self.open.get(id(frame))
         if record is None:  # a generator resumed keeps its record
             number = self.number(frame.f_code)
-            if number is None or self.counts.get(number, 0) >= CALLS_PER_FUNCTION:
+            if number is None or self.counts.get(number, 0) >= self.limit:
                 return None
             self.counts[number] = self.counts.get(number, 0) + 1
             record = {"function": number, "args": arguments(frame)}
@@ -146,8 +151,10 @@ class Watcher:
             save(None, [*self.results, {"calls": self.calls}])  # a call that never ends is still said
         return Local(self, record).trace
 
-    def close(self, frame: Any) -> None:
+    def close(self, frame: Any, record: dict[str, Any]) -> None:
         self.open.pop(id(frame), None)
+        record["end"] = self.ends
+        self.ends += 1
 
 
 class Local:
@@ -178,7 +185,7 @@ class Local:
         elif not generator:
             self.record["returned"] = short_repr(value)
             self.watcher.returned[id(self.record)] = value
-        self.watcher.close(frame)
+        self.watcher.close(frame, self.record)
 
 
 def suspended(frame: Any) -> bool:
