@@ -96,6 +96,34 @@ def test_a_line_that_met_its_expectation_or_raised_has_no_origin(tmp_path: Path,
     assert found.runs and origin.origins(found, index, repo, sandbox, QUICK) == []
 
 
+SEMANTIC_SOURCE = """class Ver:
+    def __init__(self, major, minor, patch):
+        self.major, self.minor, self.patch = major, minor, patch
+
+    def bump_minor(self):
+        return Ver(self.major, self.minor + 1, self.patch)
+
+    def __str__(self):
+        return f"{self.major}.{self.minor}.{self.patch}"
+"""
+FORMATTED_ISSUE = """bump_minor keeps the patch
+
+    >>> from ver.semantic import Ver
+    >>> str(Ver(1, 2, 3).bump_minor())
+    '1.3.3'
+
+I expected `'1.3.0'`.
+"""
+
+
+def test_a_method_that_only_formats_an_object_is_no_origin(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = make_repo(tmp_path / "ver", {**VERSION_FILES, "ver/semantic.py": SEMANTIC_SOURCE})
+    found = facts.gather(FORMATTED_ISSUE, repo, sandbox, QUICK)
+    assert [r.reason for r in found.reproducing] == ["wrong_value"]
+    # __str__ returned '1.3.3', the line's whole value, first; the wrong patch was made where the object was built
+    assert origin.origins(found, RepoIndex(repo), repo, sandbox, QUICK) == []
+
+
 def test_a_hanging_repr_or_a_flood_in_the_watched_run_costs_the_run_nothing(tmp_path: Path, sandbox: Sandbox) -> None:
     hostile = VERSION_SOURCE + (
         "\n\nclass Stuck:\n    def __repr__(self):\n        import time\n        time.sleep(3600)\n\n\n"

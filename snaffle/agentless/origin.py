@@ -40,6 +40,9 @@ CALLS_PER_FUNCTION = 30
 MIN_PIECE = 2
 """The shortest returned value that counts as a piece of a longer line value."""
 CUT_MARK = "..."
+FORMATTERS = frozenset({"__str__", "__repr__", "__format__"})
+"""Methods that show an object's value rather than make it: never an origin (`str(v.bump_minor())` is wrong where
+`bump_minor` built the object, though `__str__` is the first call to return text)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ def origins(
         if not targets:
             continue
         calls = run_snippet(run.snippet, root, sandbox, limits, watched(targets, root), CALLS_PER_FUNCTION).calls
-        first = next(iter(matching_calls(run, calls)), None)
+        made = (c for c in matching_calls(run, calls) if targets[c.function].name not in FORMATTERS)
+        first = next(made, None)
         if first is not None:
             entity = targets[first.function]
             found.setdefault(entity, Origin(entity, described(entity, first)))
