@@ -152,3 +152,19 @@ def test_the_origin_is_the_first_candidate_and_the_greedy_sample_rewrites_it(scr
             assert staged[0]["calls"]["ver/core.py::_increment"] == "_increment(label='rc.1') returned 'rc.11'"
         else:
             assert candidates[0] == "ver/core.py::bump" and staged == []
+
+
+def test_a_run_watching_hundreds_of_busy_functions_finishes_and_finds_the_origin(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    """12,000 watched calls: the report is not rewritten at each one (it once took the whole snippet timeout)."""
+    functions = "".join(f"def f{i}(x):\n    return x + {i % 2}\n\n\n" for i in range(400))
+    run_all = (
+        "def run():\n    total = 0\n    for _ in range(30):\n        for i in range(400):\n"
+        "            total = globals()[f'f{i}'](total)\n    return str(total) + 'x'\n"
+    )
+    repo = make_repo(tmp_path / "heavy", {"heavy/__init__.py": functions + run_all})
+    issue = "run is wrong\n\n    >>> from heavy import run\n    >>> run()\n    '6000x'\n\nI expected `'6001y'`.\n"
+    found = facts.gather(issue, repo, sandbox, QUICK)
+    located = origin.origins(found, RepoIndex(repo), repo, sandbox, QUICK)
+    assert [o.line for o in located] == ["f399(x=5999) returned 6000"]

@@ -26,6 +26,9 @@ VALUE_LIMIT = 80
 CALLS_PER_FUNCTION = 3
 """Calls recorded per watched function in the whole run (a loop or recursion records its first ones), unless the job
 says another number."""
+SAVED_STARTS = 64
+"""A statement's first calls rewrite the report as they start (one that never ends is still said); later ones wait
+for the statement's end, so a run watching hundreds of functions does not rewrite a growing report at every call."""
 YIELDS = 4
 """Values recorded per generator call."""
 YIELD_OPS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM") if n in dis.opmap)
@@ -148,7 +151,8 @@ class Watcher:
             record = {"function": number, "args": arguments(frame)}
             self.calls.append(record)
             self.open[id(frame)] = record
-            save(None, [*self.results, {"calls": self.calls}])  # a call that never ends is still said
+            if len(self.calls) <= SAVED_STARTS:  # a call that never ends is still said
+                save(None, [*self.results, {"calls": self.calls}])
         return Local(self, record).trace
 
     def close(self, frame: Any, record: dict[str, Any]) -> None:
