@@ -55,7 +55,7 @@ from localize_fit import (
     start,
 )
 
-from snaffle.agentless import facts
+from snaffle.agentless import facts, origin
 from snaffle.agentless.issue_text import parse_issue, tokenize
 from snaffle.agentless.localize import (
     ENTITY_SIGNALS,
@@ -456,7 +456,7 @@ def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: 
     sandbox = snippet_sandbox(args.work.parent / "snippet-sandbox", args.snippet_python)
     started = time.monotonic()
     found = facts.gather(str(row["problem_statement"]), repo, sandbox)
-    signals = facts.signals(found, index)
+    signals = {**facts.signals(found, index), "origin": origin.scores(origin.origins(found, index, repo, sandbox))}
     result = localizer.localize(str(row["problem_statement"]), top=10, execution=signals)
     return {
         "exec_files": [p for p, _ in result.files],
@@ -466,6 +466,7 @@ def execute(row: Row, repo: Path, index: RepoIndex, localizer: Localizer, args: 
         "reproducing": len(found.reproducing),
         "raised_entities": len(signals["raised"]),
         "executed_entities": len(signals["executed"]),
+        "origin_entities": len(signals["origin"]),
         "execution_signals": {n: {e.selector: round(v, 6) for e, v in s.items()} for n, s in signals.items()},
     }
 
