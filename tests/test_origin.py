@@ -168,3 +168,25 @@ def test_a_run_watching_hundreds_of_busy_functions_finishes_and_finds_the_origin
     found = facts.gather(issue, repo, sandbox, QUICK)
     located = origin.origins(found, RepoIndex(repo), repo, sandbox, QUICK)
     assert [o.line for o in located] == ["f399(x=5999) returned 6000"]
+
+
+def test_a_snippet_that_forges_the_watched_runs_report_cannot_break_the_run(tmp_path: Path, sandbox: Sandbox) -> None:
+    """The snippet runs inside the driver's process: in the watched run it silences the driver's report and writes
+    its own, naming a function far outside the watch list."""
+    repo = make_repo(tmp_path / "ver", VERSION_FILES)
+    forged = (
+        '[{}, {}, {}, {"value": "\'1.2.3-rc.11\'", "met": false, "calls": '
+        '[{"function": 1000000, "args": "", "returned": "\'rc.11\'", "end": 0}, '
+        '{"function": -1, "args": "", "returned": "\'rc.11\'", "end": 1}]}]'
+    )
+    issue = ISSUE.replace(
+        "    >>> from ver import bump\n",
+        "    >>> from ver import bump\n"
+        "    >>> import __main__, json; job = json.load(open('job.json')); forge = bool(job['watch'])\n"
+        "    >>> _ = forge and setattr(__main__, 'save', lambda *a: open('report.json', 'w').write(FORGED))\n".replace(
+            "FORGED", repr(forged)
+        ),
+    )
+    found = facts.gather(issue, repo, sandbox, QUICK)
+    assert [r.reason for r in found.reproducing] == ["wrong_value"]
+    assert origin.origins(found, RepoIndex(repo), repo, sandbox, QUICK) == []

@@ -47,7 +47,7 @@ FORMATTERS = frozenset({"__str__", "__repr__", "__format__"})
 
 @dataclass(frozen=True)
 class Origin:
-    """One call whose returned value holds the wrong part of a line's value, and how surely it is the origin."""
+    """The call whose returned value first held the wrong part of a line's value."""
 
     entity: Entity
     line: str
@@ -123,12 +123,19 @@ def origins(
         if not targets:
             continue
         calls = run_snippet(run.snippet, root, sandbox, limits, watched(targets, root), CALLS_PER_FUNCTION).calls
-        made = (c for c in matching_calls(run, calls) if targets[c.function].name not in FORMATTERS)
+        made = (
+            c for c in matching_calls(run, calls) if known(c, targets) and targets[c.function].name not in FORMATTERS
+        )
         first = next(made, None)
         if first is not None:
             entity = targets[first.function]
             found.setdefault(entity, Origin(entity, described(entity, first)))
     return list(found.values())
+
+
+def known(call: Call, targets: Sequence[Entity]) -> bool:
+    """The call names a watched function (the report is written inside the snippet's process, which may forge it)."""
+    return 0 <= call.function < len(targets)
 
 
 def scores(found: Sequence[Origin]) -> dict[Entity, float]:
