@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -11,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from snaffle import scratch
 from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.fixed_context import fixed_context
 from snaffle.agentless.pipeline import Pipeline
@@ -97,7 +97,9 @@ def zero_pricer(model: str, usage: Usage) -> float:
 
 
 def solve(task: Task, config: SolveConfig) -> Attempt:
-    """Run one arm on one task in a private copy of the repo; every outcome ends in patch.diff and result.json."""
+    """Run one arm on one task in a private copy of the repo; every outcome ends in patch.diff and result.json.
+    First, the scratch copies of runs that were killed are removed (snaffle/scratch.py)."""
+    scratch.sweep()
     user = Workspace.open(task.repo)
     config.out.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(config.out / TRAJECTORY_FILE, (config.model.api_key, *config.secrets), config.observer)
@@ -105,11 +107,11 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
     deadline = started + config.limits.timeout_s if config.limits.timeout_s else None
     config = replace(config, pipeline=config.pipeline.for_model(config.model.model))
     try:
-        with tempfile.TemporaryDirectory(prefix="snaffle-scratch-") as scratch:
-            workspace = user.clone(Path(scratch) / "work") if config.private_copy else user
+        with scratch.scratch_dir("snaffle-scratch-") as work:
+            workspace = user.clone(work / "work") if config.private_copy else user
             spec = arm_spec(config.arm)
             choice = config.python or choose(task.repo, None)
-            sandbox, interpreter = prepare(choice, Path(scratch) / "sandbox", config.sandbox)
+            sandbox, interpreter = prepare(choice, work / "sandbox", config.sandbox)
             sandbox = config.caps.applied(sandbox)
             if spec.pipeline:
                 writer.write(header(task, config, spec, interpreter))
@@ -122,7 +124,7 @@ def solve(task: Task, config: SolveConfig) -> Attempt:
                     writer,
                     config.pricer,
                     config.pipeline.ablated(config.mechanisms),
-                    Path(scratch),
+                    work,
                 )
                 return finish(task, config, Copy(user, workspace), writer, pipeline.run())
             arm = build_arm(spec, config, workspace, sandbox, task, deadline)
@@ -284,10 +286,10 @@ def collect_failing_test(task: Task, sandbox_mode: str, python: PythonChoice | N
     itself may break its import)."""
     if task.failing_test is None:
         return
-    with Workspace.open(task.repo) as user, tempfile.TemporaryDirectory(prefix="snaffle-collect-") as scratch:
-        copy = user.clone(Path(scratch) / "work")
+    with Workspace.open(task.repo) as user, scratch.scratch_dir("snaffle-collect-") as work:
+        copy = user.clone(work / "work")
         choice = python or choose(task.repo, None)
-        sandbox, _ = prepare(choice, Path(scratch) / "sandbox", sandbox_mode)
+        sandbox, _ = prepare(choice, work / "sandbox", sandbox_mode)
         done = collect_only(copy.root, sandbox, [task.failing_test], COLLECT_TIMEOUT_S)
     if done.returncode in PYTEST_COLLECTED_NOTHING:
         raise UserError(

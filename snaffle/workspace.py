@@ -9,10 +9,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from snaffle import scratch
 from snaffle.exceptions import UserError
 
 ALWAYS_EXCLUDED = (
@@ -46,7 +46,7 @@ class Workspace:
     def open(cls, repo: Path) -> Workspace:
         """Open a repo and snapshot its working tree (uncommitted changes included) as the base."""
         top = repo_root(repo)
-        index = Path(tempfile.mkdtemp(prefix=INDEX_PREFIX)) / "index"
+        index = scratch.make(INDEX_PREFIX) / "index"
         real_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
         if real_index.is_file():
             shutil.copyfile(real_index, index)

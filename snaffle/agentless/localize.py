@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -1073,8 +1072,9 @@ def localize_repo(repo: Path, issue: str, failing_test: str | None = None, top: 
     if failing_test:
         from snaffle.agentless.sbfl import sbfl_scores  # here: the sandbox's imports are only paid with a test
         from snaffle.sandbox import Sandbox
+        from snaffle.scratch import scratch_dir
 
-        with tempfile.TemporaryDirectory(prefix="snaffle-localize-") as scratch:
-            sbfl = sbfl_scores(index, failing_test, Sandbox.create(Path(scratch)))
+        with scratch_dir("snaffle-localize-") as scratch:
+            sbfl = sbfl_scores(index, failing_test, Sandbox.create(scratch))
     result = Localizer(index).localize(issue, sbfl=sbfl, top=top)
     return Localization(result.files, result.entities, time.monotonic() - started)
