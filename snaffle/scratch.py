@@ -2,9 +2,10 @@
 
 A run's scratch holds a private copy of the user's repository. `tempfile.TemporaryDirectory` removes it when the run
 ends, but nothing runs when the process is killed (SIGKILL, the OOM killer). So each scratch directory carries an
-owner stamp, the pid and that process's start time (a reused pid is not mistaken for the owner), and the next run
-removes the directories whose owner is gone. A directory without a stamp, one that is not a plain directory of this
-user, and every directory on a system without /proc are left alone.
+owner stamp, the pid, that process's start time (a reused pid is not mistaken for the owner) and its pid namespace
+(a pid of another namespace says nothing here), and the next run removes the directories whose owner is gone. A
+directory without a stamp, one that is not a plain directory of this user, and every directory on a system without
+/proc are left alone.
 """
 
 from __future__ import annotations
@@ -34,16 +35,25 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def stamp(pid: int | None = None) -> str:
-    """The owner stamp of process `pid` (this one by default)."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid} {start_time(pid) or '-'}"
+def pid_namespace() -> str:
+    """This process's pid namespace (`pid:[4026531836]`; `-` without /proc): a pid means a process only in it."""
+    try:
+        return os.readlink(PROC / "self" / "ns" / "pid")
+    except OSError:
+        return "-"
+
+
+def stamp() -> str:
+    """This process's owner stamp: pid, start time, pid namespace."""
+    pid = os.getpid()
+    return f"{pid} {start_time(pid) or '-'} {pid_namespace()}"
 
 
 def owner_gone(text: str) -> bool:
-    """The stamp names a process that no longer runs (an unreadable stamp, or one made without /proc: not gone)."""
+    """The stamp names a process of this pid namespace that no longer runs (an unreadable stamp, one made without
+    /proc or in another namespace, such as a container sharing the temp dir: not gone)."""
     parts = text.split()
-    if len(parts) != 2 or not parts[0].isdigit() or parts[1] == "-" or not PROC.is_dir():
+    if len(parts) != 3 or not parts[0].isdigit() or "-" in parts[1:] or parts[2] != pid_namespace():
         return False
     return start_time(int(parts[0])) != parts[1]
 

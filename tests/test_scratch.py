@@ -45,29 +45,39 @@ def test_the_next_run_removes_the_scratch_copy_a_killed_run_left(calc_repo: Path
 
 
 def test_a_live_owners_unstamped_or_linked_directory_is_kept(tmp_path: Path) -> None:
+    here = scratch.pid_namespace()
     live = scratch.make("snaffle-scratch-")  # this process: alive
     unstamped = tmp_path / "snaffle-scratch-unstamped"
     unstamped.mkdir()
     target = tmp_path / "elsewhere"
     target.mkdir()
-    (target / scratch.OWNER_FILE).write_text("999999999 1", encoding="utf-8")
+    (target / scratch.OWNER_FILE).write_text(f"999999999 1 {here}", encoding="utf-8")
     (tmp_path / "snaffle-scratch-link").symlink_to(target)
     reused = tmp_path / "snaffle-index-reused"  # a live pid, but not the process that made it
     reused.mkdir()
-    (reused / scratch.OWNER_FILE).write_text(f"{os.getpid()} 1", encoding="utf-8")
+    (reused / scratch.OWNER_FILE).write_text(f"{os.getpid()} 1 {here}", encoding="utf-8")
     gone = tmp_path / "snaffle-collect-gone"
     gone.mkdir()
-    (gone / scratch.OWNER_FILE).write_text("999999999 12345", encoding="utf-8")
+    (gone / scratch.OWNER_FILE).write_text(f"999999999 12345 {here}", encoding="utf-8")
+    elsewhere = tmp_path / "snaffle-collect-other-namespace"  # a container sharing the temp dir: can't tell
+    elsewhere.mkdir()
+    (elsewhere / scratch.OWNER_FILE).write_text("999999999 12345 pid:[1]", encoding="utf-8")
     other = tmp_path / "unrelated-dir"
     other.mkdir()
-    (other / scratch.OWNER_FILE).write_text("999999999 12345", encoding="utf-8")
+    (other / scratch.OWNER_FILE).write_text(f"999999999 12345 {here}", encoding="utf-8")
     removed = scratch.sweep(tmp_path)
     assert sorted(p.name for p in removed) == ["snaffle-collect-gone", "snaffle-index-reused"]
-    assert unstamped.is_dir() and target.is_dir() and other.is_dir() and (tmp_path / "snaffle-scratch-link").exists()
+    assert (
+        elsewhere.is_dir()
+        and unstamped.is_dir()
+        and target.is_dir()
+        and other.is_dir()
+        and (tmp_path / "snaffle-scratch-link").exists()
+    )
     assert live not in scratch.sweep(live.parent) and live.is_dir()
     shutil.rmtree(live)
 
 
-@pytest.mark.parametrize("text", ["", "garbage", "12 -", "-1 5", "1 2 3", "x" * 1000])
+@pytest.mark.parametrize("text", ["", "garbage", "12 -", "-1 5 -", "1 2", "1 2 3 4", "12 - pid:[1]", "x" * 1000])
 def test_an_unreadable_stamp_is_never_taken_for_a_gone_owner(text: str) -> None:
     assert not scratch.owner_gone(text)
