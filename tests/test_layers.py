@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "diskguard",
         "sandbox",
         "interpreter",
+        "scratch",
         "workspace",
         "model",
         "trajectory",
