@@ -4,6 +4,7 @@ merely contains the same digit, a hanging repr and a flood are no origin, and th
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -190,3 +191,21 @@ def test_a_snippet_that_forges_the_watched_runs_report_cannot_break_the_run(tmp_
     found = facts.gather(issue, repo, sandbox, QUICK)
     assert [r.reason for r in found.reproducing] == ["wrong_value"]
     assert origin.origins(found, RepoIndex(repo), repo, sandbox, QUICK) == []
+
+
+def test_the_watched_run_is_bounded_by_the_first_runs_time(tmp_path: Path, sandbox: Sandbox) -> None:
+    """A snippet slow only when watched (it reads job.json) is stopped at the bound, not at its own timeout."""
+    limits = replace(QUICK, timeout_s=60.0)
+    assert origin.watch_limits(limits, 0.2).timeout_s == origin.MIN_TIMEOUT_S
+    assert origin.watch_limits(limits, 2.0).timeout_s == 20.0 and origin.watch_limits(limits, 30.0).timeout_s == 60.0
+    repo = make_repo(tmp_path / "ver", VERSION_FILES)
+    issue = ISSUE.replace(
+        "    >>> from ver import bump\n",
+        "    >>> from ver import bump\n    >>> import json, time\n"
+        "    >>> _ = json.load(open('job.json'))['watch'] and time.sleep(50)\n",
+    )
+    found = facts.gather(issue, repo, sandbox, limits)
+    assert [r.reason for r in found.reproducing] == ["wrong_value"]
+    started = time.monotonic()
+    assert origin.origins(found, RepoIndex(repo), repo, sandbox, limits) == []
+    assert time.monotonic() - started < 30  # 50 s of sleep, a 60 s snippet timeout: the bound stopped it

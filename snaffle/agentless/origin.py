@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from snaffle.agentless.facts import (
     SnippetRun,
     ran_entities,
     run_snippet,
+    snippet_limits,
 )
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity
@@ -39,6 +40,11 @@ CALLS_PER_FUNCTION = 30
 """Calls recorded per watched function: a helper the session's earlier lines called too still has calls left."""
 MIN_PIECE = 2
 """The shortest returned value that counts as a piece of a longer line value."""
+TIMEOUT_FACTOR = 10.0
+"""The watched run may take this many times the first run's seconds (tracing every call is slower) ..."""
+MIN_TIMEOUT_S = 5.0
+"""... but at least this long, and never longer than the snippet's own timeout: a snippet that is slow only when
+watched costs seconds, not the whole snippet timeout."""
 CUT_MARK = "..."
 FORMATTERS = frozenset({"__str__", "__repr__", "__format__"})
 """Methods that show an object's value rather than make it: never an origin (`str(v.bump_minor())` is wrong where
@@ -122,7 +128,8 @@ def origins(
         targets = [e for e in ran_entities(run.seen, index) if not is_test_file(e.path)][:MAX_WATCHED]
         if not targets:
             continue
-        calls = run_snippet(run.snippet, root, sandbox, limits, watched(targets, root), CALLS_PER_FUNCTION).calls
+        bounded = watch_limits(limits or snippet_limits(), run.seen.seconds)
+        calls = run_snippet(run.snippet, root, sandbox, bounded, watched(targets, root), CALLS_PER_FUNCTION).calls
         made = (
             c for c in matching_calls(run, calls) if known(c, targets) and targets[c.function].name not in FORMATTERS
         )
@@ -131,6 +138,12 @@ def origins(
             entity = targets[first.function]
             found.setdefault(entity, Origin(entity, described(entity, first)))
     return list(found.values())
+
+
+def watch_limits(limits: SnippetLimits, first_seconds: float) -> SnippetLimits:
+    """The watched run's limits: its timeout from the first run's seconds (`TIMEOUT_FACTOR`, `MIN_TIMEOUT_S`)."""
+    bound = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * first_seconds)
+    return replace(limits, timeout_s=min(limits.timeout_s, bound))
 
 
 def known(call: Call, targets: Sequence[Entity]) -> bool:
