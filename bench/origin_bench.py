@@ -97,13 +97,7 @@ def totals(rows: Sequence[OriginRow]) -> str:
         part = [r for r in rows if split in ("all", r.split)]
         fired = [r for r in part if r.origin != "-"]
         right = sum(r.origin.split(", ")[0] == r.gold for r in fired)
-        at = {
-            k: (
-                sum(bool(r.without and r.without <= k) for r in part),
-                sum(bool(r.with_origin and r.with_origin <= k) for r in part),
-            )
-            for k in (1, 3)
-        }
+        at = {k: (within(part, "without", k), within(part, "with_origin", k)) for k in (1, 3)}
         out.append(
             f"{split}: {len(part)} tasks, origin found in {len(fired)} (the gold entity in {right}); "
             f"gold ranked first {at[1][0]} without, {at[1][1]} with; in the top 3 {at[3][0]} without, {at[3][1]} with"

@@ -537,8 +537,9 @@ def executed_scores(facts: ExecutionFacts, index: RepoIndex) -> dict[Entity, flo
 def ran_entities(seen: Observation, index: RepoIndex) -> list[Entity]:
     """The functions and methods whose body a run ran, by coverage (not only their `def` at import), in file order."""
     ran: dict[Entity, None] = {}
+    indexed = set(index.files())
     for path, lines in sorted(seen.executed.items()):
-        if not _indexed(index, path):
+        if path not in indexed:
             continue
         entities = [e for e in index.entities(path) if e.kind in ("function", "method")]
         for line in sorted(lines):
