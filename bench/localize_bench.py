@@ -195,6 +195,7 @@ SIGNAL_MODULES = (
     "issue_text.py",
     "sbfl.py",
     "priors.py",
+    "permalink.py",
     "generated.py",
 )
 """The agentless modules whose code makes the signals (the index's are all in)."""

@@ -52,6 +52,14 @@ VERSION_LINE_RE = re.compile(
 )
 """`numpy: 1.19.1`, `pytest==6.0`, `cftime: None`: a pasted environment report, not the bug."""
 URL_RE = re.compile(r"\bhttps?://\S+")
+PERMALINK_RE = re.compile(
+    r"\bhttps?://[\w.-]+/(?:[\w.-]+/){1,8}?(?:-/)?blob/(?P<ref>[\w.-]+)/(?P<path>[\w./-]{1,400}?\.py)"
+    r"#L(?P<first>\d{1,7})(?:-L?(?P<last>\d{1,7}))?"
+)
+"""A link to lines of a file at a revision: GitHub's `/blob/REF/PATH#L10-L12`, GitLab's `/-/blob/REF/PATH#L10-12` (a
+ref with slashes leaves its tail at the head of PATH: the localizer looks for the file after it)."""
+PERMALINK_CAP = 20
+"""At most this many links are kept (the first, in order of appearance)."""
 TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
 """A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
 ENVIRONMENT_LINE_RE = re.compile(
@@ -109,6 +117,16 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Permalink:
+    """Lines of a file the issue links to at a revision (a commit hash or a branch name, as the link wrote it)."""
+
+    ref: str
+    path: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
 class IssueFacts:
     """The code-shaped facts of an issue, in order of appearance."""
 
@@ -131,6 +149,8 @@ class IssueFacts:
     """The query words of the issue's first line: its title, where the reporter names the bug in a sentence."""
     title_identifiers: tuple[str, ...] = ()
     """The identifiers above (code or prose) that the title says."""
+    permalinks: tuple[Permalink, ...] = ()
+    """The links to lines of code (`PERMALINK_RE`): where the reporter points."""
 
 
 def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
@@ -140,6 +160,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
     if strip_template:
         text = without_template(text)
     paths = _unique(PATH_RE.findall(text))
+    links = permalinks(text)
     text = URL_RE.sub(" ", text)
     spans = code_spans(text)
     code_ids = _unique(i for span in spans for i in IDENT_RE.findall(span) if len(i) > 2)
@@ -168,7 +189,21 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         ),
         title_words=tuple(tokenize(head)),
         title_identifiers=tuple(i for i in (*code_identifiers, *prose_ids) if i in said),
+        permalinks=links,
     )
+
+
+def permalinks(text: str) -> tuple[Permalink, ...]:
+    """The first `PERMALINK_CAP` distinct links to lines of a Python file, in order of appearance (a range's lines
+    in order; one line when it has no end)."""
+    found: dict[Permalink, None] = {}
+    for match in PERMALINK_RE.finditer(text):
+        first = int(match["first"])
+        last = int(match["last"]) if match["last"] else first
+        found.setdefault(Permalink(match["ref"], match["path"], min(first, last), max(first, last)), None)
+        if len(found) == PERMALINK_CAP:
+            break
+    return tuple(found)
 
 
 def title(text: str) -> str:

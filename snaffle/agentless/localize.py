@@ -2,14 +2,14 @@
 
 Entity scorers: traceback frames (by file and function name), identifiers matched to entity names, qualified names
 resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
-them), the methods of named classes, the def/ref graph around named entities (callees, callers, a personalized
-PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is
-given; what the named entities call or contain (`reach`). File scorers: paths and dotted modules named in the
-issue, imports of the tests it names, BM25F over whole files, the files that named files import, the files holding
-the named entities (`named_file`: a name's weight for its file apart from its weight for itself) and what they reach,
-and the files past commits changed whose messages read like the issue (history.py; it ranks files, and passes its
-entities only `[tuning] history_to_entity` of it). A prior learned from the repository alone discounts generic files
-(priors.py). Test files are never candidates.
+them), the lines the issue links to (permalink.py), the methods of named classes, the def/ref graph around named
+entities (callees, callers, a personalized PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from
+per-test coverage when a failing test is given; what the named entities call or contain (`reach`). File scorers: paths
+and dotted modules named in the issue, imports of the tests it names, BM25F over whole files, the files that named
+files import, the files holding the named entities (`named_file`: a name's weight for its file apart from its weight
+for itself) and what they reach, and the files past commits changed whose messages read like the issue (history.py; it
+ranks files, and passes its entities only `[tuning] history_to_entity` of it). A prior learned from the repository
+alone discounts generic files (priors.py). Test files are never candidates.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from snaffle.agentless.generated import GeneratedRule, generated_files
 from snaffle.agentless.graph import RefGraph, pagerank
 from snaffle.agentless.history import CommitStore, History, HistoryParams
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
+from snaffle.agentless.permalink import linked_entities
 from snaffle.agentless.priors import discount, hubness
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
@@ -123,6 +124,7 @@ ENTITY_SIGNALS = (
     "bm25",
     "quote",
     "raises",
+    "permalink",
     "member",
     "callee",
     "caller",
@@ -400,6 +402,7 @@ class Localizer:
         scorers: dict[str, Callable[[], Scores]] = {
             "qualified": lambda: self.qualified(facts),
             "raises": lambda: self.raises(facts),
+            "permalink": lambda: self.permalink(facts),
             "member": lambda: self.member(named),
             "callee": lambda: self.callee(named),
             "caller": lambda: self.caller(named),
@@ -433,6 +436,10 @@ class Localizer:
                 value = sure * decay**depth * (1.0 if named else FRAME_NAME_MISS)
                 scores[entity] = max(scores.get(entity, 0.0), value)
         return scores
+
+    def permalink(self, facts: IssueFacts) -> Scores:
+        """The entities at the lines the issue links to (permalink.py): each scores 1."""
+        return dict.fromkeys(linked_entities(self.index, self.tables.path_set, facts.permalinks), 1.0)
 
     def qualified(self, facts: IssueFacts) -> Scores:
         """Dotted names that resolve to a module and a qualname in it (`pkg.mod.Class.meth`): that one entity. A
