@@ -196,6 +196,8 @@ SIGNAL_MODULES = (
     "sbfl.py",
     "priors.py",
     "permalink.py",
+    "referenced.py",
+    "history.py",
     "generated.py",
 )
 """The agentless modules whose code makes the signals (the index's are all in)."""

@@ -195,6 +195,14 @@ def git_bytes(root: Path, *args: str) -> bytes:
     return proc.stdout
 
 
+def git_bytes_or_none(root: Path, *args: str) -> bytes | None:
+    """`git_bytes`, or None when git fails, is missing or outlasts its timeout (evidence that may not be there)."""
+    try:
+        return git_bytes(root, *args)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
+        return None
+
+
 def git_env(**extra: str) -> dict[str, str]:
     """The environment of snaffle's own git calls: no system or global config, never a prompt."""
     return {**os.environ, **SAFE_GIT_ENV, **extra}

@@ -31,12 +31,14 @@ from snaffle.index.cache import write_json
 from snaffle.workspace import SAFE_GIT, git, git_env
 
 HISTORY_DIR = "history"
-HISTORY_FORMAT = 2
+HISTORY_FORMAT = 3
 GIT_LOG_TIMEOUT_S = 60.0
 READ_BYTES = 1 << 16
 MERGE_LINE_RE = re.compile(r"^Merge (pull request #\d+ from \S+|(remote-tracking )?branch \S+.*)$", re.MULTILINE)
 """A merge's generated first line (its branch names are not what the change is about)."""
 LOG_FORMAT = "--format=%x00%H %P%n%B%x01"
+REFERENCE_RE = re.compile(r"(?<![\w/&#])#(\d{2,6})\b")
+"""An issue or pull request a commit message refers to (`Fix #7215`, `Merge pull request #7215 from ...`)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class Commit:
     parent: str
     terms: tuple[str, ...]
     files: tuple[str, ...]
+    references: tuple[str, ...] = ()
+    """The issue and pull request numbers its message refers to (`REFERENCE_RE`)."""
 
 
 @dataclass
@@ -71,6 +75,8 @@ class Commits:
     files: list[list[str]] = field(default_factory=list)
     postings: dict[str, list[int]] = field(default_factory=dict)
     number: dict[str, int] = field(default_factory=dict)
+    references: dict[str, list[int]] = field(default_factory=dict)
+    """An issue or pull request number's commits (those whose message refers to it)."""
 
     def add(self, commit: Commit) -> None:
         number = len(self.shas)
@@ -81,6 +87,8 @@ class Commits:
         self.files.append(list(commit.files))
         for term in commit.terms:
             self.postings.setdefault(term, []).append(number)
+        for reference in commit.references:
+            self.references.setdefault(reference, []).append(number)
 
     def chain(self, head: str | None, limit: int) -> list[int]:
         """The numbers of `head`'s first-parent chain, newest first, as far as the store knows it."""
@@ -92,7 +100,7 @@ class Commits:
         return found
 
     def payload(self) -> dict[str, Any]:
-        fields = ("shas", "parents", "lengths", "files", "postings")
+        fields = ("shas", "parents", "lengths", "files", "postings", "references")
         return {"format": HISTORY_FORMAT, **{name: getattr(self, name) for name in fields}}
 
     @classmethod
@@ -103,9 +111,11 @@ class Commits:
         lengths = [int(n) for n in payload["lengths"]]
         files = [[str(name) for name in _listed(names)] for names in payload["files"]]
         postings = {str(term): _listed(numbers) for term, numbers in dict(payload["postings"]).items()}
+        references = {str(ref): _listed(numbers) for ref, numbers in dict(payload["references"]).items()}
         if not len(shas) == len(parents) == len(lengths) == len(files):
             raise ValueError("columns of different lengths")
-        return cls(shas, parents, lengths, files, postings, {sha: n for n, sha in enumerate(shas)})
+        number = {sha: n for n, sha in enumerate(shas)}
+        return cls(shas, parents, lengths, files, postings, number, references)
 
 
 def _listed(value: object) -> list[Any]:
@@ -199,7 +209,9 @@ def _commit(record: str) -> Commit:
     message, _, names = rest.partition("\x01")
     sha, *parents = head.split()
     files = tuple(name for name in names.split("\n") if name.endswith(".py"))
-    return Commit(sha, parents[0] if parents else "", tuple(tokenize(MERGE_LINE_RE.sub("", message))), files)
+    terms = tuple(tokenize(MERGE_LINE_RE.sub("", message)))
+    references = tuple(dict.fromkeys(REFERENCE_RE.findall(message)))
+    return Commit(sha, parents[0] if parents else "", terms, files, references)
 
 
 def _git(root: Path, *arguments: str) -> str | None:
@@ -251,6 +263,13 @@ class History:
 
     def __len__(self) -> int:
         return len(self.numbers)
+
+    def referencing(self, number: str) -> list[str]:
+        """The hashes of the chain's commits (those that changed Python files) whose message refers to issue or pull
+        request `number`, newest first."""
+        place = {n: i for i, n in enumerate(self.numbers.tolist())}
+        found = sorted((place[n], n) for n in self.commits.references.get(number, []) if n in place)
+        return [self.commits.shas[n] for _, n in found]
 
     def file_scores(self, words: Sequence[str], candidates: Collection[str]) -> dict[str, float]:
         """Each candidate file's share of the `similar` most similar commits' scores (a commit's score divided

@@ -59,6 +59,13 @@ PERMALINK_RE = re.compile(
 """A link to lines of a file at a revision: GitHub's `/blob/REF/PATH#L10-L12`, GitLab's `/-/blob/REF/PATH#L10-12` (a
 ref with slashes leaves its tail at the head of PATH: the localizer looks for the file after it)."""
 PERMALINK_CAP = 20
+REFERENCE_RES = (
+    re.compile(r"(?<![\w/&#])#(\d{2,6})\b"),
+    re.compile(r"\bhttps?://[\w.-]+/[\w.-]+/[\w.-]+/(?:-/)?(?:pull|pulls|issues|merge_requests)/(\d{1,6})\b"),
+)
+"""An issue or pull request the issue refers to: `#7215`, or its URL (GitHub's `/pull/7215`, GitLab's
+`/-/merge_requests/7215`)."""
+REFERENCE_CAP = 10
 """At most this many links are kept (the first, in order of appearance)."""
 TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
 """A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
@@ -151,6 +158,8 @@ class IssueFacts:
     """The identifiers above (code or prose) that the title says."""
     permalinks: tuple[Permalink, ...] = ()
     """The links to lines of code (`PERMALINK_RE`): where the reporter points."""
+    references: tuple[str, ...] = ()
+    """The issue and pull request numbers the issue refers to (the first `REFERENCE_CAP`, in order)."""
 
 
 def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
@@ -161,6 +170,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         text = without_template(text)
     paths = _unique(PATH_RE.findall(text))
     links = permalinks(text)
+    numbers = tuple(dict.fromkeys(m[1] for r in REFERENCE_RES for m in r.finditer(text)))[:REFERENCE_CAP]
     text = URL_RE.sub(" ", text)
     spans = code_spans(text)
     code_ids = _unique(i for span in spans for i in IDENT_RE.findall(span) if len(i) > 2)
@@ -190,6 +200,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         title_words=tuple(tokenize(head)),
         title_identifiers=tuple(i for i in (*code_identifiers, *prose_ids) if i in said),
         permalinks=links,
+        references=numbers,
     )
 
 

@@ -2,7 +2,8 @@
 
 Entity scorers: traceback frames (by file and function name), identifiers matched to entity names, qualified names
 resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
-them), the lines the issue links to (permalink.py), the methods of named classes, the def/ref graph around named
+them), the lines the issue links to (permalink.py), what the changes it refers to touched (`#7215`:
+referenced.py), the methods of named classes, the def/ref graph around named
 entities (callees, callers, a personalized PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from
 per-test coverage when a failing test is given; what the named entities call or contain (`reach`). File scorers: paths
 and dotted modules named in the issue, imports of the tests it names, BM25F over whole files, the files that named
@@ -35,6 +36,7 @@ from snaffle.agentless.history import CommitStore, History, HistoryParams
 from snaffle.agentless.issue_text import IDENTIFIER_RE, Frame, IssueFacts, identifier_pieces, parse_issue, tokenize
 from snaffle.agentless.permalink import linked_entities
 from snaffle.agentless.priors import discount, hubness
+from snaffle.agentless.referenced import referenced_scores
 from snaffle.cache import cache_dir
 from snaffle.gates import is_test_file
 from snaffle.index.cache import IndexedFile
@@ -125,6 +127,7 @@ ENTITY_SIGNALS = (
     "quote",
     "raises",
     "permalink",
+    "referenced",
     "member",
     "callee",
     "caller",
@@ -403,6 +406,7 @@ class Localizer:
             "qualified": lambda: self.qualified(facts),
             "raises": lambda: self.raises(facts),
             "permalink": lambda: self.permalink(facts),
+            "referenced": lambda: referenced_scores(self.index, self.history, facts.references),
             "member": lambda: self.member(named),
             "callee": lambda: self.callee(named),
             "caller": lambda: self.caller(named),

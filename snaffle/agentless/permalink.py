@@ -10,7 +10,6 @@ linked entity is a gold one in most of them.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
@@ -18,11 +17,10 @@ from snaffle.agentless.issue_text import Permalink
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost, parse_source
 from snaffle.index.repo import RepoIndex
-from snaffle.workspace import SAFE_GIT, git_env
+from snaffle.workspace import git_bytes_or_none
 
 COMMIT_RE = re.compile(r"[0-9a-f]{7,40}")
 """A commit's (abbreviated) hash: the only kind of ref looked up in git."""
-GIT_TIMEOUT_S = 10.0
 MAX_BLOB_BYTES = 4 << 20
 """A linked file larger than this at the linked commit is read at the worktree's lines instead."""
 REF_TAIL_SEGMENTS = 3
@@ -72,22 +70,7 @@ def _innermost(entities: Sequence[Entity], lines: Sequence[int]) -> Iterator[Ent
 
 def _source_at(root: Path, commit: str, path: str) -> bytes | None:
     """`path` at `commit` (a hexadecimal name), or None when the repository lacks either or it is too large."""
-    size = _git(root, "cat-file", "-s", f"{commit}:{path}")
+    size = git_bytes_or_none(root, "cat-file", "-s", f"{commit}:{path}")
     if size is None or not size.strip().isdigit() or int(size) > MAX_BLOB_BYTES:
         return None
-    return _git(root, "cat-file", "blob", f"{commit}:{path}")
-
-
-def _git(root: Path, *arguments: str) -> bytes | None:
-    try:
-        done = subprocess.run(
-            [*SAFE_GIT, *arguments],
-            cwd=root,
-            capture_output=True,
-            env=git_env(),
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
+    return git_bytes_or_none(root, "cat-file", "blob", f"{commit}:{path}")

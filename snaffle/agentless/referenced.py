@@ -1,0 +1,82 @@
+"""The code touched by the changes an issue refers to (`identical to #7215`, `a regression of .../pull/7215`).
+
+A number the issue names is looked up among the commits of HEAD's first-parent chain whose messages refer to it
+(history.py keeps them: `Fix #7215`, `Merge pull request #7215 from ...`). Each such commit's diff against its first
+parent gives the lines it left, read at that commit, and the entities holding them are found again by qualified name in
+the worktree (the code may have moved since). A commit touching many entities says little about any one: each gets
+1/log2(1 + n) of it. Only hashes from our own store reach git; a number is digits the issue wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from snaffle.agentless.history import History
+from snaffle.gates import is_test_file
+from snaffle.index.parse import Entity, innermost, parse_source
+from snaffle.index.repo import RepoIndex
+from snaffle.workspace import git_bytes_or_none
+
+COMMITS_PER_NUMBER = 3
+"""The newest commits of each number read (a long-lived issue gathers many)."""
+MAX_FILES = 20
+"""A commit changing more Python files than this (a sweep, a reformat) is not read."""
+MAX_BLOB_BYTES = 4 << 20
+HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
+
+
+def referenced_scores(index: RepoIndex, history: History, numbers: Sequence[str]) -> dict[Entity, float]:
+    """Per worktree entity (not in a test file), the summed shares of the referring commits that touched it (at
+    most 1)."""
+    scores: dict[Entity, float] = defaultdict(float)
+    for number in numbers:
+        for sha in history.referencing(number)[:COMMITS_PER_NUMBER]:
+            touched = changed_entities(index, sha)
+            for entity in touched:
+                scores[entity] = min(1.0, scores[entity] + 1.0 / math.log2(1 + len(touched)))
+    return dict(scores)
+
+
+def changed_entities(index: RepoIndex, sha: str) -> list[Entity]:
+    """The worktree's entities that hold what commit `sha` changed against its first parent (none for a root commit,
+    a commit changing more than `MAX_FILES` Python files, or when git fails)."""
+    lines = _changed_lines(index.root, sha)
+    if lines is None or len(lines) > MAX_FILES:
+        return []
+    found: dict[Entity, None] = {}
+    indexed = set(index.files())
+    for path, numbers in lines.items():
+        if path not in indexed or is_test_file(path):
+            continue
+        old = git_bytes_or_none(index.root, "cat-file", "blob", f"{sha}:{path}")
+        if old is None or len(old) > MAX_BLOB_BYTES:
+            continue
+        then = parse_source(path, old).entities
+        names = {e.qualname for line in numbers if (e := innermost(then, line - 1)) is not None and e.qualname}
+        found.update((e, None) for e in index.entities(path) if e.qualname in names)
+    return list(found)
+
+
+def _changed_lines(root: Path, sha: str) -> dict[str, list[int]] | None:
+    """Per Python file the commit changed, the 1-based lines of its version that hold the change (a deletion: the
+    line after which it was)."""
+    diff = git_bytes_or_none(
+        root, "diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", f"{sha}^1", sha, "--", "*.py"
+    )
+    if diff is None:
+        return None
+    changed: dict[str, list[int]] = {}
+    path: str | None = None
+    for line in diff.decode("utf-8", "replace").splitlines():
+        if line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else None
+            if path is not None:
+                changed[path] = []
+        elif path is not None and (hunk := HUNK_RE.match(line)):
+            start, count = int(hunk[1]), int(hunk[2]) if hunk[2] is not None else 1
+            changed[path].extend(range(start, start + count) if count else [max(start, 1)])
+    return changed
