@@ -46,7 +46,8 @@ def shop(tmp_path: Path) -> Path:
 def scores(repo: Path, issue: str) -> dict[str, float]:
     index = RepoIndex(repo)
     history = CommitStore(None).history(repo, PARAMS)
-    found = referenced_scores(index, history, parse_issue(issue).references)
+    facts = parse_issue(issue)
+    found = referenced_scores(index, history, facts.references, facts.commits)
     return {entity.selector: round(score, 3) for entity, score in found.items()}
 
 
@@ -87,3 +88,21 @@ def test_the_referenced_entity_ranks_first_through_localize(tmp_path: Path) -> N
     assert found.entities[0].selector == "shop/cart.py::round_price"
     plain = Localizer(index, only_signals(bm25=1.0)).localize(issue)
     assert plain.entities[0].selector == "shop/cart.py::total"
+
+
+def test_hashes_are_read_from_text_and_commit_urls_but_not_addresses_colours_or_permalinks() -> None:
+    issue = (
+        "Broken since 1a2b3c4d, see https://github.com/o/r/commit/9f8e7d6c5b4a and "
+        "https://github.com/o/r/blob/abcdef1234/x.py#L3; not 0x7f3a2b1c9d, #ff00aa1, deadbeef, 12345678, "
+        "a/1a2b3c4e, v1.2b3c4d5e or abc1234-def"
+    )
+    assert parse_issue(issue).commits == ("9f8e7d6c5b4a", "1a2b3c4d")
+
+
+def test_a_named_commit_in_heads_past_scores_what_it_touched(tmp_path: Path) -> None:
+    repo = shop(tmp_path)
+    fix = git(repo, "log", "-1", "--format=%H", "--grep=Round").strip()
+    assert scores(repo, f"Broken since {fix}.") == {"shop/cart.py::round_price": 1.0}
+    later = git(repo, "rev-parse", "later").strip()
+    assert scores(repo, f"Works at {later}, a commit after HEAD: never read.") == {}
+    assert scores(repo, "Since 1a2b3c4d5e, which no repository here holds.") == {}

@@ -66,6 +66,13 @@ REFERENCE_RES = (
 """An issue or pull request the issue refers to: `#7215`, or its URL (GitHub's `/pull/7215`, GitLab's
 `/-/merge_requests/7215`)."""
 REFERENCE_CAP = 10
+COMMIT_RES = (
+    re.compile(r"/commits?/([0-9a-f]{7,40})\b"),
+    re.compile(r"(?<![\w/#.:-])(?<!0x)([0-9a-f]{7,40})(?![\w-])"),
+)
+"""A commit the issue names: its URL (`github.com/o/r/commit/1a2b3c4`) or a bare hash in the text (`since 1a2b3c4d`);
+a hash needs a digit and a letter (`deadbeef` and `1234567` are other things), never after `0x`, `#` or a path."""
+COMMIT_CAP = 5
 """At most this many links are kept (the first, in order of appearance)."""
 TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
 """A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
@@ -160,6 +167,8 @@ class IssueFacts:
     """The links to lines of code (`PERMALINK_RE`): where the reporter points."""
     references: tuple[str, ...] = ()
     """The issue and pull request numbers the issue refers to (the first `REFERENCE_CAP`, in order)."""
+    commits: tuple[str, ...] = ()
+    """The commit hashes (full or abbreviated) the issue names (the first `COMMIT_CAP`, in order)."""
 
 
 def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
@@ -171,6 +180,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
     paths = _unique(PATH_RE.findall(text))
     links = permalinks(text)
     numbers = tuple(dict.fromkeys(m[1] for r in REFERENCE_RES for m in r.finditer(text)))[:REFERENCE_CAP]
+    hashes = commit_hashes(text)
     text = URL_RE.sub(" ", text)
     spans = code_spans(text)
     code_ids = _unique(i for span in spans for i in IDENT_RE.findall(span) if len(i) > 2)
@@ -201,7 +211,17 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         title_identifiers=tuple(i for i in (*code_identifiers, *prose_ids) if i in said),
         permalinks=links,
         references=numbers,
+        commits=hashes,
     )
+
+
+def commit_hashes(text: str) -> tuple[str, ...]:
+    """The first `COMMIT_CAP` commit hashes the text names (`COMMIT_RES`; a permalink's revision is where a line
+    was, not a change, and is left out)."""
+    bare = COMMIT_RES[1].findall(URL_RE.sub(" ", text))
+    found = [*COMMIT_RES[0].findall(text), *bare]
+    hashes = (h for h in found if any(c.isdigit() for c in h) and any(c.isalpha() for c in h))
+    return tuple(dict.fromkeys(hashes))[:COMMIT_CAP]
 
 
 def permalinks(text: str) -> tuple[Permalink, ...]:

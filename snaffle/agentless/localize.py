@@ -406,7 +406,7 @@ class Localizer:
             "qualified": lambda: self.qualified(facts),
             "raises": lambda: self.raises(facts),
             "permalink": lambda: self.permalink(facts),
-            "referenced": lambda: referenced_scores(self.index, self.history, facts.references),
+            "referenced": lambda: referenced_scores(self.index, self.history, facts.references, facts.commits),
             "member": lambda: self.member(named),
             "callee": lambda: self.callee(named),
             "caller": lambda: self.caller(named),

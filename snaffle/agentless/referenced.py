@@ -1,10 +1,12 @@
-"""The code touched by the changes an issue refers to (`identical to #7215`, `a regression of .../pull/7215`).
+"""The code touched by the changes an issue refers to (`identical to #7215`, `a regression of .../pull/7215`,
+`broken since 1a2b3c4`).
 
 A number the issue names is looked up among the commits of HEAD's first-parent chain whose messages refer to it
 (history.py keeps them: `Fix #7215`, `Merge pull request #7215 from ...`). Each such commit's diff against its first
 parent gives the lines it left, read at that commit, and the entities holding them are found again by qualified name in
-the worktree (the code may have moved since). A commit touching many entities says little about any one: each gets
-1/log2(1 + n) of it. Only hashes from our own store reach git; a number is digits the issue wrote.
+the worktree (the code may have moved since). A commit the issue names by its hash counts when it is in HEAD's past
+(never a commit after it). A commit touching many entities says little about any one: each gets 1/log2(1 + n) of it.
+What reaches git is our own store's hashes and the issue's hexadecimal digits, never an option.
 """
 
 from __future__ import annotations
@@ -26,19 +28,33 @@ COMMITS_PER_NUMBER = 3
 MAX_FILES = 20
 """A commit changing more Python files than this (a sweep, a reformat) is not read."""
 MAX_BLOB_BYTES = 4 << 20
+HASH_RE = re.compile(r"[0-9a-f]{7,40}")
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
-def referenced_scores(index: RepoIndex, history: History, numbers: Sequence[str]) -> dict[Entity, float]:
-    """Per worktree entity (not in a test file), the summed shares of the referring commits that touched it (at
-    most 1)."""
+def referenced_scores(
+    index: RepoIndex, history: History, numbers: Sequence[str], hashes: Sequence[str] = ()
+) -> dict[Entity, float]:
+    """Per worktree entity (not in a test file), the summed shares of the commits that touched it (at most 1): those
+    referring to the issue's `numbers`, and the `hashes` it names that are in HEAD's past."""
+    shas = [sha for number in numbers for sha in history.referencing(number)[:COMMITS_PER_NUMBER]]
+    shas += [h for h in hashes if HASH_RE.fullmatch(h) and _in_past(index.root, h)]
     scores: dict[Entity, float] = defaultdict(float)
-    for number in numbers:
-        for sha in history.referencing(number)[:COMMITS_PER_NUMBER]:
-            touched = changed_entities(index, sha)
-            for entity in touched:
-                scores[entity] = min(1.0, scores[entity] + 1.0 / math.log2(1 + len(touched)))
+    for sha in dict.fromkeys(shas):
+        touched = changed_entities(index, sha)
+        for entity in touched:
+            scores[entity] = min(1.0, scores[entity] + 1.0 / math.log2(1 + len(touched)))
     return dict(scores)
+
+
+def _in_past(root: Path, name: str) -> bool:
+    """Whether hexadecimal `name` is a commit HEAD descends from."""
+    kind = git_bytes_or_none(root, "cat-file", "-t", name)
+    return (
+        kind is not None
+        and kind.strip() == b"commit"
+        and git_bytes_or_none(root, "merge-base", "--is-ancestor", name, "HEAD") is not None
+    )
 
 
 def changed_entities(index: RepoIndex, sha: str) -> list[Entity]:
