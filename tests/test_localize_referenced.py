@@ -106,3 +106,14 @@ def test_a_named_commit_in_heads_past_scores_what_it_touched(tmp_path: Path) -> 
     later = git(repo, "rev-parse", "later").strip()
     assert scores(repo, f"Works at {later}, a commit after HEAD: never read.") == {}
     assert scores(repo, "Since 1a2b3c4d5e, which no repository here holds.") == {}
+
+
+def test_a_directory_without_git_scores_nothing_and_localizes(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    (plain / "shop").mkdir(parents=True)
+    (plain / "shop" / "cart.py").write_text(SHOP, encoding="utf-8")
+    issue = "Totals are wrong\n\nLike #12, since 1a2b3c4d5e, https://github.com/o/r/blob/1a2b3c4d5e/shop/cart.py#L5\n"
+    found = Localizer(RepoIndex(plain), only_signals(referenced=1.0, permalink=1.0, bm25=1.0)).localize(issue)
+    assert all("referenced" not in e.signals for e in found.entities)
+    # no commit to read the link at: the worktree's line 5
+    assert [e.selector for e in found.entities if "permalink" in e.signals] == ["shop/cart.py::round_price"]
