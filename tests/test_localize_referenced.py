@@ -117,3 +117,11 @@ def test_a_directory_without_git_scores_nothing_and_localizes(tmp_path: Path) ->
     assert all("referenced" not in e.signals for e in found.entities)
     # no commit to read the link at: the worktree's line 5
     assert [e.selector for e in found.entities if "permalink" in e.signals] == ["shop/cart.py::round_price"]
+
+
+def test_at_most_eight_commits_are_read_per_issue(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "many", {"m/__init__.py": ""})
+    for n in range(10):
+        commit(repo, {f"m/f{n}.py": f"def f{n}():\n    return {n}\n"}, f"Add f{n} (#{100 + n})")
+    found = scores(repo, " ".join(f"See #{100 + n}." for n in range(10)))
+    assert found == {f"m/f{n}.py::f{n}": 1.0 for n in range(8)}

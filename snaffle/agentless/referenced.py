@@ -25,6 +25,9 @@ from snaffle.workspace import git_bytes_or_none
 
 COMMITS_PER_NUMBER = 3
 """The newest commits of each number read (a long-lived issue gathers many)."""
+MAX_COMMITS = 8
+"""At most this many commits are read per issue (the numbers' first, in the issue's order, then the hashes'): a hostile
+issue naming many busy changes costs a bounded number of reads."""
 MAX_FILES = 20
 """A commit changing more Python files than this (a sweep, a reformat) is not read."""
 MAX_BLOB_BYTES = 4 << 20
@@ -40,7 +43,7 @@ def referenced_scores(
     shas = [sha for number in numbers for sha in history.referencing(number)[:COMMITS_PER_NUMBER]]
     shas += [h for h in hashes if HASH_RE.fullmatch(h) and _in_past(index.root, h)]
     scores: dict[Entity, float] = defaultdict(float)
-    for sha in dict.fromkeys(shas):
+    for sha in list(dict.fromkeys(shas))[:MAX_COMMITS]:
         touched = changed_entities(index, sha)
         for entity in touched:
             scores[entity] = min(1.0, scores[entity] + 1.0 / math.log2(1 + len(touched)))
