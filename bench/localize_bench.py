@@ -195,6 +195,7 @@ SIGNAL_MODULES = (
     "issue_text.py",
     "sbfl.py",
     "priors.py",
+    "at_commit.py",
     "permalink.py",
     "referenced.py",
     "history.py",

@@ -70,14 +70,15 @@ def test_a_commit_after_head_a_sweep_and_an_unknown_number_score_nothing(tmp_pat
     assert scores(repo, "Since #40 and #77 and #999 it is broken.") == {}
     index = RepoIndex(repo)
     sweep = git(repo, "log", "-1", "--format=%H", "--grep=#77").strip()
-    assert changed_entities(index, sweep) == []  # 25 files: too broad to say anything
+    assert changed_entities(index, sweep, set(index.files())) == []  # 25 files: too broad to say anything
 
 
 def test_the_root_commit_and_a_missing_commit_score_nothing(tmp_path: Path) -> None:
     repo = shop(tmp_path)
     root = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
-    assert changed_entities(RepoIndex(repo), root) == []
-    assert changed_entities(RepoIndex(repo), "ab" * 20) == []
+    index = RepoIndex(repo)
+    assert changed_entities(index, root, set(index.files())) == []
+    assert changed_entities(index, "ab" * 20, set(index.files())) == []
 
 
 def test_the_referenced_entity_ranks_first_through_localize(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from snaffle.agentless.documents import Bm25, Bm25Params, Vector
-from snaffle.agentless.issue_text import tokenize
-from snaffle.exceptions import UserError
+from snaffle.agentless.issue_text import ISSUE_NUMBER_RE, tokenize
 from snaffle.index.cache import write_json
-from snaffle.workspace import SAFE_GIT, git, git_env
+from snaffle.workspace import SAFE_GIT, git_bytes_or_none, git_env
 
 HISTORY_DIR = "history"
 HISTORY_FORMAT = 3
@@ -37,8 +37,6 @@ READ_BYTES = 1 << 16
 MERGE_LINE_RE = re.compile(r"^Merge (pull request #\d+ from \S+|(remote-tracking )?branch \S+.*)$", re.MULTILINE)
 """A merge's generated first line (its branch names are not what the change is about)."""
 LOG_FORMAT = "--format=%x00%H %P%n%B%x01"
-REFERENCE_RE = re.compile(r"(?<![\w/&#])#(\d{2,6})\b")
-"""An issue or pull request a commit message refers to (`Fix #7215`, `Merge pull request #7215 from ...`)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ class Commit:
     terms: tuple[str, ...]
     files: tuple[str, ...]
     references: tuple[str, ...] = ()
-    """The issue and pull request numbers its message refers to (`REFERENCE_RE`)."""
+    """The issue and pull request numbers its message refers to (`Fix #7215`, `Merge pull request #7215 from ...`)."""
 
 
 @dataclass
@@ -210,16 +208,14 @@ def _commit(record: str) -> Commit:
     sha, *parents = head.split()
     files = tuple(name for name in names.split("\n") if name.endswith(".py"))
     terms = tuple(tokenize(MERGE_LINE_RE.sub("", message)))
-    references = tuple(dict.fromkeys(REFERENCE_RE.findall(message)))
+    references = tuple(dict.fromkeys(ISSUE_NUMBER_RE.findall(message)))
     return Commit(sha, parents[0] if parents else "", terms, files, references)
 
 
 def _git(root: Path, *arguments: str) -> str | None:
     """git's output in `root`, or None when it fails (no repository, no such key, no git)."""
-    try:
-        return git(root, *arguments).strip()
-    except (UserError, OSError, subprocess.TimeoutExpired):
-        return None
+    found = git_bytes_or_none(root, *arguments)
+    return None if found is None else found.decode("utf-8", "replace").strip()
 
 
 class MessageBm25(Bm25):
@@ -264,10 +260,15 @@ class History:
     def __len__(self) -> int:
         return len(self.numbers)
 
+    @cached_property
+    def _places(self) -> dict[int, int]:
+        """Each document's place in the chain (0: the newest)."""
+        return {n: i for i, n in enumerate(self.numbers.tolist())}
+
     def referencing(self, number: str) -> list[str]:
         """The hashes of the chain's commits (those that changed Python files) whose message refers to issue or pull
         request `number`, newest first."""
-        place = {n: i for i, n in enumerate(self.numbers.tolist())}
+        place = self._places
         found = sorted((place[n], n) for n in self.commits.references.get(number, []) if n in place)
         return [self.commits.shas[n] for _, n in found]
 

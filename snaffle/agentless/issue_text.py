@@ -59,8 +59,12 @@ PERMALINK_RE = re.compile(
 """A link to lines of a file at a revision: GitHub's `/blob/REF/PATH#L10-L12`, GitLab's `/-/blob/REF/PATH#L10-12` (a
 ref with slashes leaves its tail at the head of PATH: the localizer looks for the file after it)."""
 PERMALINK_CAP = 20
+"""At most this many links are kept (the first, in order of appearance)."""
+ISSUE_NUMBER_RE = re.compile(r"(?<![\w/&#])#(\d{2,6})\b")
+"""An issue or pull request named by its number (`#7215`; not `#L20`, `&#123;` or `issue#5`), in an issue or in a
+commit message (history.py)."""
 REFERENCE_RES = (
-    re.compile(r"(?<![\w/&#])#(\d{2,6})\b"),
+    ISSUE_NUMBER_RE,
     re.compile(r"\bhttps?://[\w.-]+/[\w.-]+/[\w.-]+/(?:-/)?(?:pull|pulls|issues|merge_requests)/(\d{1,6})\b"),
 )
 """An issue or pull request the issue refers to: `#7215`, or its URL (GitHub's `/pull/7215`, GitLab's
@@ -73,7 +77,6 @@ COMMIT_RES = (
 """A commit the issue names: its URL (`github.com/o/r/commit/1a2b3c4`) or a bare hash in the text (`since 1a2b3c4d`);
 a hash needs a digit and a letter (`deadbeef` and `1234567` are other things), never after `0x`, `#` or a path."""
 COMMIT_CAP = 5
-"""At most this many links are kept (the first, in order of appearance)."""
 TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
 """A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
 ENVIRONMENT_LINE_RE = re.compile(

@@ -9,34 +9,30 @@ linked entity is a gold one in most of them.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Collection, Sequence
 
+from snaffle.agentless.at_commit import entities_at, found_again
 from snaffle.agentless.issue_text import Permalink
 from snaffle.gates import is_test_file
-from snaffle.index.parse import Entity, innermost, parse_source
+from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
-from snaffle.workspace import git_bytes_or_none
 
-COMMIT_RE = re.compile(r"[0-9a-f]{7,40}")
-"""A commit's (abbreviated) hash: the only kind of ref looked up in git."""
-MAX_BLOB_BYTES = 4 << 20
-"""A linked file larger than this at the linked commit is read at the worktree's lines instead."""
 REF_TAIL_SEGMENTS = 3
 """A ref with slashes (`release/3.x`) leaves up to this many segments at the head of a link's path."""
 
 
 def linked_entities(index: RepoIndex, paths: Collection[str], links: Sequence[Permalink]) -> list[Entity]:
     """The worktree's entities (not modules, not in test files) at the lines of `links`, each once, in order;
-    `paths` are the files that may be named (the localizer's candidates)."""
+    `paths` are the files that may be named (the localizer's candidates). A link is read at its commit when that is
+    a hash the repository holds (at_commit.py), else at the worktree's lines."""
     found: dict[Entity, None] = {}
     for link in links:
         path = linked_path(link.path, paths)
         if path is None or is_test_file(path):
             continue
-        for entity in _at_lines(index.root, path, index.entities(path), link):
-            found.setdefault(entity, None)
+        lines = (link.first, link.last)
+        then = found_again(index, link.ref, path, lines)
+        found.update(dict.fromkeys(then if then is not None else entities_at(index.entities(path), lines)))
     return list(found)
 
 
@@ -48,29 +44,3 @@ def linked_path(printed: str, paths: Collection[str]) -> str | None:
         if candidate in paths and (cut == 0 or "/" in candidate):
             return candidate
     return None
-
-
-def _at_lines(root: Path, path: str, current: Sequence[Entity], link: Permalink) -> Iterator[Entity]:
-    """The entities at the link's first and last line: read at its commit and named again, or at the worktree."""
-    old = _source_at(root, link.ref, path) if COMMIT_RE.fullmatch(link.ref) else None
-    if old is None:
-        yield from _innermost(current, (link.first, link.last))
-        return
-    names = {e.qualname for e in _innermost(parse_source(path, old).entities, (link.first, link.last))}
-    yield from (e for e in current if e.qualname in names)
-
-
-def _innermost(entities: Sequence[Entity], lines: Sequence[int]) -> Iterator[Entity]:
-    """The innermost entity (not the module) at each 1-based line."""
-    for line in dict.fromkeys(lines):
-        entity = innermost(entities, line - 1)
-        if entity is not None and entity.qualname:
-            yield entity
-
-
-def _source_at(root: Path, commit: str, path: str) -> bytes | None:
-    """`path` at `commit` (a hexadecimal name), or None when the repository lacks either or it is too large."""
-    size = git_bytes_or_none(root, "cat-file", "-s", f"{commit}:{path}")
-    if size is None or not size.strip().isdigit() or int(size) > MAX_BLOB_BYTES:
-        return None
-    return git_bytes_or_none(root, "cat-file", "blob", f"{commit}:{path}")

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from snaffle.agentless.at_commit import found_again, is_hash
 from snaffle.agentless.history import History
 from snaffle.gates import is_test_file
-from snaffle.index.parse import Entity, innermost, parse_source
+from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
 from snaffle.workspace import git_bytes_or_none
 
@@ -30,8 +31,6 @@ MAX_COMMITS = 8
 issue naming many busy changes costs a bounded number of reads."""
 MAX_FILES = 20
 """A commit changing more Python files than this (a sweep, a reformat) is not read."""
-MAX_BLOB_BYTES = 4 << 20
-HASH_RE = re.compile(r"[0-9a-f]{7,40}")
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
@@ -41,10 +40,11 @@ def referenced_scores(
     """Per worktree entity (not in a test file), the summed shares of the commits that touched it (at most 1): those
     referring to the issue's `numbers`, and the `hashes` it names that are in HEAD's past."""
     shas = [sha for number in numbers for sha in history.referencing(number)[:COMMITS_PER_NUMBER]]
-    shas += [h for h in hashes if HASH_RE.fullmatch(h) and _in_past(index.root, h)]
+    shas += [h for h in hashes if is_hash(h) and _in_past(index.root, h)]
+    indexed = set(index.files())
     scores: dict[Entity, float] = defaultdict(float)
     for sha in list(dict.fromkeys(shas))[:MAX_COMMITS]:
-        touched = changed_entities(index, sha)
+        touched = changed_entities(index, sha, indexed)
         for entity in touched:
             scores[entity] = min(1.0, scores[entity] + 1.0 / math.log2(1 + len(touched)))
     return dict(scores)
@@ -60,23 +60,16 @@ def _in_past(root: Path, name: str) -> bool:
     )
 
 
-def changed_entities(index: RepoIndex, sha: str) -> list[Entity]:
-    """The worktree's entities that hold what commit `sha` changed against its first parent (none for a root commit,
-    a commit changing more than `MAX_FILES` Python files, or when git fails)."""
+def changed_entities(index: RepoIndex, sha: str, indexed: Collection[str]) -> list[Entity]:
+    """The worktree's entities that hold what commit `sha` changed against its first parent, among the `indexed`
+    files (none for a root commit, a commit changing more than `MAX_FILES` Python files, or when git fails)."""
     lines = _changed_lines(index.root, sha)
     if lines is None or len(lines) > MAX_FILES:
         return []
     found: dict[Entity, None] = {}
-    indexed = set(index.files())
     for path, numbers in lines.items():
-        if path not in indexed or is_test_file(path):
-            continue
-        old = git_bytes_or_none(index.root, "cat-file", "blob", f"{sha}:{path}")
-        if old is None or len(old) > MAX_BLOB_BYTES:
-            continue
-        then = parse_source(path, old).entities
-        names = {e.qualname for line in numbers if (e := innermost(then, line - 1)) is not None and e.qualname}
-        found.update((e, None) for e in index.entities(path) if e.qualname in names)
+        if path in indexed and not is_test_file(path):
+            found.update(dict.fromkeys(found_again(index, sha, path, numbers) or []))
     return list(found)
 
 
