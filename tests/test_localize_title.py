@@ -62,3 +62,18 @@ def test_a_name_the_title_says_counts_apart_from_the_names_of_the_body(tmp_path:
     issue = "format_order drops the currency\n\nSeen after `print_report(orders, out)` and `round_price(x)`.\n"
     named = localizer(tmp_path, title_named=1.0).localize(issue)
     assert [c.selector for c in named.entities] == ["shop/report.py::format_order"]
+
+
+def test_every_file_sharing_a_word_keeps_its_file_score(tmp_path: Path) -> None:
+    """Sixty files say `ledger`, each one time fewer than the last: the 60th still scores (a cut at the 50th once
+    left it nothing, while a file ranked 51st by its words can hold the fix)."""
+    files = {
+        f"books/part{n:02}.py": "def entry():\n    return " + " + ".join(["'ledger'"] * (61 - n)) + "\n"
+        for n in range(1, 61)
+    }
+    index = RepoIndex(make_repo(tmp_path / "books", {"books/__init__.py": "", **files}))
+    found = Localizer(index, only_signals(bm25_file=1.0)).localize("The ledger is wrong", top=100)
+    ranked = [path for path, _ in found.files]
+    assert ranked[:2] == ["books/part01.py", "books/part02.py"]
+    assert "books/part60.py" in ranked
+    assert dict(found.files)["books/part60.py"] > 0

@@ -50,7 +50,6 @@ TOP = 10
 """Files and entities ranked unless asked otherwise (`snaffle localize --top`)."""
 BM25_ENTITY_TOP = 1000
 """Entities kept from BM25 (the rest score too little to matter once file scores are shared out)."""
-BM25_FILE_TOP = 50
 QUOTE_MAX_FILES = 3
 """A quote found in more files than this is boilerplate, not a pointer."""
 CALLEE_SEEDS = 5
@@ -757,14 +756,16 @@ class Localizer:
         return found
 
     def bm25_file(self, words: Sequence[str]) -> FileScores:
-        """BM25 of the issue's words against whole non-test files (path and content), normalized."""
+        """BM25 of the issue's words against whole non-test files (path and content), normalized. Every file that
+        shares a word keeps its score: a cut at the 50th file (until session 29) gave the 51st nothing, while its
+        entities' own BM25 could still rank it."""
         if not words or not self.tables.paths:
             return {}
         raw = self.tables.file_bm25.scores(words)
         best = float(raw.max()) if raw.size else 0.0
         if best <= 0:
             return {}
-        return {self.tables.paths[i]: float(raw[i]) / best for i in np.argsort(-raw)[:BM25_FILE_TOP] if raw[i] > 0}
+        return {self.tables.paths[i]: float(raw[i]) / best for i in np.flatnonzero(raw > 0)}
 
     def path_mention(self, facts: IssueFacts) -> FileScores:
         """Files named by path (a bare name shared by several files counts little) or by dotted module name, which
