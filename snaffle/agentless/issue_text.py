@@ -70,12 +70,11 @@ REFERENCE_RES = (
 """An issue or pull request the issue refers to: `#7215`, or its URL (GitHub's `/pull/7215`, GitLab's
 `/-/merge_requests/7215`)."""
 REFERENCE_CAP = 10
-COMMIT_RES = (
-    re.compile(r"/commits?/([0-9a-f]{7,40})\b"),
-    re.compile(r"(?<![\w/#.:-])(?<!0x)([0-9a-f]{7,40})(?![\w-])"),
-)
-"""A commit the issue names: its URL (`github.com/o/r/commit/1a2b3c4`) or a bare hash in the text (`since 1a2b3c4d`);
-a hash needs a digit and a letter (`deadbeef` and `1234567` are other things), never after `0x`, `#` or a path."""
+COMMIT_URL_RE = re.compile(r"/commits?/([0-9a-f]{7,40})\b")
+"""A commit the issue names by its URL (`github.com/o/r/commit/1a2b3c4`)."""
+BARE_HASH_RE = re.compile(r"(?<![\w/#.:-])(?<!0x)([0-9a-f]{7,40})(?![\w-])")
+"""... or by a bare hash in the text (`since 1a2b3c4d`), never after `0x`, `#` or a path; either needs a digit and a
+letter (`deadbeef` and `1234567` are other things)."""
 COMMIT_CAP = 5
 TEMPLATE_HEADING_RE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]{1,60}|\*\*[^*\n]{1,60}\*\*:?)[ \t]*$\n?", re.MULTILINE)
 """A line that is only a heading (`### Expected behavior`, `**To Reproduce**`): an issue template's skeleton."""
@@ -182,7 +181,7 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
         text = without_template(text)
     paths = _unique(PATH_RE.findall(text))
     links = permalinks(text)
-    numbers = tuple(dict.fromkeys(m[1] for r in REFERENCE_RES for m in r.finditer(text)))[:REFERENCE_CAP]
+    numbers = issue_references(text)
     hashes = commit_hashes(text)
     text = URL_RE.sub(" ", text)
     spans = code_spans(text)
@@ -218,11 +217,16 @@ def parse_issue(text: str, strip_template: bool = False) -> IssueFacts:
     )
 
 
+def issue_references(text: str) -> tuple[str, ...]:
+    """The first `REFERENCE_CAP` distinct issue and pull request numbers the text refers to (`REFERENCE_RES`: each
+    pattern's matches in order of appearance, `#N` first, then URLs)."""
+    return tuple(dict.fromkeys(m[1] for pattern in REFERENCE_RES for m in pattern.finditer(text)))[:REFERENCE_CAP]
+
+
 def commit_hashes(text: str) -> tuple[str, ...]:
-    """The first `COMMIT_CAP` commit hashes the text names (`COMMIT_RES`; a permalink's revision is where a line
-    was, not a change, and is left out)."""
-    bare = COMMIT_RES[1].findall(URL_RE.sub(" ", text))
-    found = [*COMMIT_RES[0].findall(text), *bare]
+    """The first `COMMIT_CAP` commit hashes the text names (URLs first, then bare hashes; a permalink's revision is
+    where a line was, not a change, and is left out)."""
+    found = [*COMMIT_URL_RE.findall(text), *BARE_HASH_RE.findall(URL_RE.sub(" ", text))]
     hashes = (h for h in found if any(c.isdigit() for c in h) and any(c.isalpha() for c in h))
     return tuple(dict.fromkeys(hashes))[:COMMIT_CAP]
 

@@ -2,15 +2,15 @@
 
 Entity scorers: traceback frames (by file and function name), identifiers matched to entity names, qualified names
 resolved to one entity, BM25F over entity documents, verbatim quotes of messages and code (and where the code raises
-them), the lines the issue links to (permalink.py), what the changes it refers to touched (`#7215`:
-referenced.py), the methods of named classes, the def/ref graph around named
-entities (callees, callers, a personalized PageRank: graph.py), the definitions named tests call, and Ochiai SBFL from
-per-test coverage when a failing test is given; what the named entities call or contain (`reach`). File scorers: paths
-and dotted modules named in the issue, imports of the tests it names, BM25F over whole files, the files that named
-files import, the files holding the named entities (`named_file`: a name's weight for its file apart from its weight
-for itself) and what they reach, and the files past commits changed whose messages read like the issue (history.py; it
-ranks files, and passes its entities only `[tuning] history_to_entity` of it). A prior learned from the repository
-alone discounts generic files (priors.py). Test files are never candidates.
+them), the lines the issue links to (permalink.py), what the changes it refers to touched (`#7215`: referenced.py),
+the methods of named classes, the def/ref graph around named entities (callees, callers, a personalized PageRank:
+graph.py), the definitions named tests call, and Ochiai SBFL from per-test coverage when a failing test is given; what
+the named entities call or contain (`reach`). File scorers: paths and dotted modules named in the issue, imports of the
+tests it names, BM25F over whole files, the files that named files import, the files holding the named entities
+(`named_file`: a name's weight for its file apart from its weight for itself) and what they reach, and the files past
+commits changed whose messages read like the issue (history.py; it ranks files, and passes its entities only
+`[tuning] history_to_entity` of it). A prior learned from the repository alone discounts generic files (priors.py).
+Test files are never candidates.
 """
 
 from __future__ import annotations

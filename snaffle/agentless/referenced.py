@@ -41,6 +41,8 @@ def referenced_scores(
     referring to the issue's `numbers`, and the `hashes` it names that are in HEAD's past."""
     shas = [sha for number in numbers for sha in history.referencing(number)[:COMMITS_PER_NUMBER]]
     shas += [h for h in hashes if is_hash(h) and _in_past(index.root, h)]
+    if not shas:  # most issues: no file list to gather
+        return {}
     indexed = set(index.files())
     scores: dict[Entity, float] = defaultdict(float)
     for sha in list(dict.fromkeys(shas))[:MAX_COMMITS]:
