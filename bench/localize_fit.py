@@ -27,9 +27,13 @@ from snaffle.agentless.localize import (
     container_selectors,
 )
 
+FILE_SHARE_SCALE = 8.0
+"""`file_to_entity`'s grid and start are the shares' times this: an entity adds that share of its file's score
+relative to the first file's, which is at most 1. Chosen within each fold of a nested leave-one-repository-out run
+from 1, 2, 4, 8 and 16 by the fold's own training objective (session 30: every fold chose 8)."""
 NEUTRAL_SHARES = {
     "entity_to_file": 0.5,
-    "file_to_entity": 0.5,
+    "file_to_entity": 0.5 * FILE_SHARE_SCALE,
     "peripheral_prior": 0.5,
     **dict.fromkeys(KIND_PRIORS.values(), 1.0),
     "member_yield": 0.0,
@@ -169,7 +173,8 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     np.maximum.at(best, case.entity_file, evidence)
     prior = _file_prior(case.peripheral, case.generic, params)
     files, shared = _files(case.file, best, prior, params)
-    totals = (evidence + params["file_to_entity"] * shared[case.entity_file]) * prior[case.entity_file]
+    relative = shared / shared.max() if len(shared) and shared.max() > 0 else np.zeros_like(shared)
+    totals = (evidence + params["file_to_entity"] * relative[case.entity_file]) * prior[case.entity_file]
     for prior, mask in case.kind_masks:
         totals = totals * np.where(mask, params[prior], 1.0)
     totals = np.where(present, totals, 0.0)  # an entity only a 0-weighted signal found is no candidate
@@ -379,7 +384,10 @@ def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
         best[stack.file_entities] = np.maximum.reduceat(evidence, stack.file_entity_start)
     prior = _file_prior(stack.peripheral, stack.generic, params)
     files, shared = _files(stack.file, best, prior, params)
-    totals = (evidence + params["file_to_entity"] * shared[stack.entity_file]) * prior[stack.entity_file]
+    lead = np.zeros(len(stack.cases))
+    np.maximum.at(lead, stack.file_case, shared)
+    relative = np.where(lead[stack.file_case] > 0, shared / np.maximum(lead[stack.file_case], 1e-300), 0.0)
+    totals = (evidence + params["file_to_entity"] * relative[stack.entity_file]) * prior[stack.entity_file]
     for name, mask in stack.kind_masks:
         totals = totals * np.where(mask, params[name], 1.0)
     totals = _yield(np.where(present, totals, 0.0), stack.containers, params["member_yield"])
@@ -473,6 +481,8 @@ def climb(
 
 
 def _grid(name: str) -> tuple[float, ...]:
+    if name == "file_to_entity":
+        return tuple(FILE_SHARE_SCALE * value for value in SHARE_GRID)
     return SHARE_GRID if name in SHARES else WEIGHT_GRID
 
 

@@ -303,7 +303,21 @@ def test_rank_combines_entity_evidence_file_signals_and_the_prior(index: RepoInd
     files, ranked = rank(signals, weights, top=5)
     assert [p for p, _ in files] == ["shop/pricing.py", "shop/cart.py"]  # 1 + 0.45 beats 0.5
     assert [c.selector for c in ranked] == ["shop/pricing.py::price", "shop/cart.py::Cart.total"]  # no modules
-    assert ranked[0].score == pytest.approx(0.9 + 0.5 * 1.45) and ranked[0].signals == ("bm25",)
+    assert ranked[0].score == pytest.approx(0.9 + 0.5) and ranked[0].signals == ("bm25",)  # the first file's: 1
+    assert ranked[1].score == pytest.approx(1.0 + 0.5 * 0.5 / 1.45)  # its file's score over the first file's
+
+
+@pytest.mark.parametrize("strength", [0.2, 1.0, 5.0])
+def test_an_entity_gets_its_share_of_the_file_relative_to_the_first_file(index: RepoIndex, strength: float) -> None:
+    entities = {e.selector: e for e in index.all_entities()}
+    total, price = entities["shop/cart.py::Cart.total"], entities["shop/pricing.py::price"]
+    files = {"shop/pricing.py": strength, "shop/cart.py": strength / 4}
+    signals = Signals({"bm25": {total: 0.3, price: 0.1}}, {"bm25_file": files})
+    packaged = Weights.load()
+    only = {**dict.fromkeys((*ENTITY_SIGNALS, *FILE_SIGNALS), 0.0), "bm25": 1.0, "bm25_file": 1.0}
+    weights = replace(packaged, weights=only, tuning=replace(packaged.tuning, entity_to_file=0.0, file_to_entity=2.0))
+    ranked = {e.selector: e.score for e in rank(signals, weights, top=5)[1]}
+    assert ranked == pytest.approx({price.selector: 0.1 + 2.0, total.selector: 0.3 + 2.0 / 4})
 
 
 @pytest.mark.parametrize(
@@ -353,7 +367,7 @@ def test_localize_cli_contract(calc_repo: Path) -> None:
 
 def test_the_packaged_weights_are_the_ones_measured() -> None:
     weights = Weights.load()
-    assert (weights.tuning.entity_to_file, weights.tuning.file_to_entity) == (0.5, 0.5)
+    assert (weights.tuning.entity_to_file, weights.tuning.file_to_entity) == (0.5, 4.0)
     assert (weights.entity_bm25.k1, weights.file_bm25.path) == (2.0, 3.0)
     assert set(weights.weights) == {*ENTITY_SIGNALS, *FILE_SIGNALS}
 

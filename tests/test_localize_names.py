@@ -126,7 +126,7 @@ def test_the_class_prior_lets_a_method_outrank_its_class(localizer: Localizer) -
     scaled = replace(neutral, tuning=replace(neutral.tuning, class_prior=0.5))
     files, ranked = rank(signals, scaled, 5)
     assert [e.selector for e in ranked] == [write.selector, writer.selector]
-    assert ranked[1].score == pytest.approx(0.5 * (1.0 + packaged.tuning.file_to_entity * files[0][1]))
+    assert ranked[1].score == pytest.approx(0.5 * (1.0 + packaged.tuning.file_to_entity))  # the first file's share
     assert files == rank(signals, neutral, 5)[0]  # the prior ranks entities; the files keep their scores
 
 

@@ -950,8 +950,9 @@ def rank(
     signals: Signals, weights: Weights, top: int
 ) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
-    best entity's evidence; an entity scores its evidence plus a share of its file's score (in which the history
-    counts `history_to_entity` of its weight). Peripheral files
+    best entity's evidence; an entity scores its evidence plus a share of its file's score relative to the
+    first-ranked file's (in which the history counts `history_to_entity` of its weight): the first file's entities
+    get the whole share, whatever the issue's evidence adds up to. Peripheral files
     (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
     their kind's prior, and generic files by their hubness. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
@@ -966,8 +967,10 @@ def rank(
     shared_weights = {**weights.weights, "history": weights.weights["history"] * tuning.history_to_entity}
     shared_level = _weighted_files(signals.file, shared_weights)  # what a file passes on to its entities
     shared = {p: (shared_level.get(p, 0.0) + entity_share * best.get(p, 0.0)) * prior(p) for p in files}
+    lead = max(shared.values(), default=0.0)
+    relative = {p: value / lead for p, value in shared.items()} if lead > 0 else {}
     totals = {
-        e: (v + file_share * shared.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
+        e: (v + file_share * relative.get(e.path, 0.0)) * _entity_prior(e, tuning, prior) for e, v in evidence.items()
     }
     if tuning.member_yield > 0:
         totals = yield_to_members(totals, tuning.member_yield)
