@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from localize_fit import (
     hits,
     instance,
     leave_one_repo_out,
+    nested_scale,
     neutral,
     probes,
     rates,
@@ -178,6 +180,13 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--ablate", type=names, help="with --cv: ablation rows for these only (default: all)")
     parser.add_argument("--no-variants", dest="variants", action="store_false", help="with --cv: no [issue] rows")
+    parser.add_argument(
+        "--share-scales",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=[],
+        help="with --cv: a leave-one-repo-out row with file_to_entity's grid scale (a,b: say 1,2,4,8,16) chosen "
+        "inside each fold by its own training objective, and the scale each fold chose",
+    )
     parser.add_argument(
         "--hold",
         type=names,
@@ -590,6 +599,13 @@ def print_cv(results: list[Row], args: argparse.Namespace) -> None:
     print_row("**leave-one-repo-out, neutral start** (the packaged weights' procedure)", single["rates"])
     full = leave_one_repo_out(cases, initial, held, search=search)
     print_row(f"leave-one-repo-out, {1 + RANDOM_STARTS} starts", full["rates"])
+    if args.share_scales:
+        nested = nested_scale(cases, initial, args.share_scales, held, search=search)
+        chosen = Counter(nested["chosen"].values())
+        picked = ", ".join(f"{scale:g} in {count}" for scale, count in sorted(chosen.items()))
+        print_row(
+            f"leave-one-repo-out, file_to_entity's scale chosen in each fold (folds chose {picked})", nested["rates"]
+        )
     today = new_rows(cases, initial, search, args.new, held)
     for name, measured in print_variants(results, initial, held) if args.variants else []:
         print_row(name, measured)

@@ -434,13 +434,15 @@ def neutral(packaged: Params) -> Params:
     return {n: packaged[n] if n in UNFIT or n in EXECUTION_SIGNALS else NEUTRAL_SHARES.get(n, 1.0) for n in packaged}
 
 
-def starts(initial: Params, frozen: Iterable[str] = (), seeds: int = RANDOM_STARTS) -> list[Params]:
+def starts(
+    initial: Params, frozen: Iterable[str] = (), seeds: int = RANDOM_STARTS, scale: float = FILE_SHARE_SCALE
+) -> list[Params]:
     """`initial`, then `seeds` seeded random starts: every fittable parameter (not `frozen`) a value of its grid."""
     fixed = set(frozen) | UNFIT
     rng = np.random.default_rng(17)
     found = [dict(initial)]
     for _ in range(seeds):
-        found.append({n: v if n in fixed else float(rng.choice(_grid(n))) for n, v in initial.items()})
+        found.append({n: v if n in fixed else float(rng.choice(_grid(n, scale))) for n, v in initial.items()})
     return found
 
 
@@ -451,19 +453,26 @@ def fit(
     seeds: int = RANDOM_STARTS,
     also: Sequence[Params] = (),
     min_gain: float = 0.0,
+    scale: float = FILE_SHARE_SCALE,
 ) -> Params:
     """The best of a best-improvement search from each start: `also` (e.g. the packaged weights), `initial` and
     `seeds` random starts; `frozen` parameters keep their value of `initial` in every start; a move must gain more
-    than `min_gain` points of the objective."""
+    than `min_gain` points of the objective; `file_to_entity`'s grid is the shares' times `scale`."""
     stack = cases if isinstance(cases, Batch) else batch(cases)
     frozen = (*frozen, *absent(stack))
     pinned = {n: initial[n] for n in frozen}
-    found = [climb(stack, {**s, **pinned}, frozen, min_gain=min_gain) for s in [*also, *starts(initial, frozen, seeds)]]
+    begun = [*also, *starts(initial, frozen, seeds, scale)]
+    found = [climb(stack, {**s, **pinned}, frozen, min_gain=min_gain, scale=scale) for s in begun]
     return max(found, key=lambda params: objective(stack, params))
 
 
 def climb(
-    stack: Batch, initial: Params, frozen: Iterable[str] = (), rounds: int = ROUNDS, min_gain: float = 0.0
+    stack: Batch,
+    initial: Params,
+    frozen: Iterable[str] = (),
+    rounds: int = ROUNDS,
+    min_gain: float = 0.0,
+    scale: float = FILE_SHARE_SCALE,
 ) -> Params:
     """Best-improvement search from `initial`: each round the one move (a parameter to a value of its
     candidates) that most improves the objective, until none gains more than `min_gain` points or `rounds` moves
@@ -472,7 +481,7 @@ def climb(
     names = [n for n in (*ENTITY_SIGNALS, *FILE_SIGNALS, *SHARES) if n not in fixed and n in initial]
     params, best = dict(initial), objective(stack, initial)
     for _ in range(rounds):
-        moves = [{**params, n: v} for n in names for v in _candidates(n, params[n])]
+        moves = [{**params, n: v} for n in names for v in _candidates(n, params[n], scale)]
         scored = [(objective(stack, trial), -number) for number, trial in enumerate(moves)]
         if not scored or max(scored)[0] <= best + min_gain + 1e-9:
             break
@@ -481,14 +490,14 @@ def climb(
     return params
 
 
-def _grid(name: str) -> tuple[float, ...]:
+def _grid(name: str, scale: float = FILE_SHARE_SCALE) -> tuple[float, ...]:
     if name == "file_to_entity":
-        return tuple(FILE_SHARE_SCALE * value for value in SHARE_GRID)
+        return tuple(scale * value for value in SHARE_GRID)
     return SHARE_GRID if name in SHARES else WEIGHT_GRID
 
 
-def _candidates(name: str, current: float) -> list[float]:
-    return sorted({*_grid(name), round(current * 0.8, 4), round(current * 1.25, 4)} - {current})
+def _candidates(name: str, current: float, scale: float = FILE_SHARE_SCALE) -> list[float]:
+    return sorted({*_grid(name, scale), round(current * 0.8, 4), round(current * 1.25, 4)} - {current})
 
 
 def leave_one_repo_out(
@@ -516,6 +525,34 @@ def leave_one_repo_out(
     spread = {m: (min(r[m] for r in per_repo.values()), max(r[m] for r in per_repo.values())) for m in METRICS}
     rates_all = _pool(np.concatenate(pooled), np.concatenate(graded))
     return {"rates": rates_all, "per_repo": per_repo, "fitted": fitted, "spread": spread}
+
+
+def nested_scale(
+    cases: Sequence[Instance],
+    initial: Params,
+    scales: Sequence[float],
+    frozen: Iterable[str] = (),
+    search: Sequence[Instance] | None = None,
+) -> dict[str, Any]:
+    """`leave_one_repo_out` (single start) with `file_to_entity`'s scale chosen inside each fold: per scale, the
+    weights fitted on the other repositories from that scale's neutral share; the scale whose fit scores the best
+    training objective (on the other repositories' whole instances; a tie to the first given) is the fold's, and its
+    weights score the held-out repository. Pooled rates, the scale each fold chose, and each fold's training
+    objectives."""
+    frozen, search = tuple(frozen), search or cases
+    pooled: list[Array] = []
+    graded: list[Array] = []
+    chosen: dict[str, float] = {}
+    trained: dict[str, dict[float, float]] = {}
+    for repo in sorted({c.repo for c in cases}):
+        train, short = batch([c for c in cases if c.repo != repo]), batch([c for c in search if c.repo != repo])
+        fits = {s: fit(short, {**initial, "file_to_entity": 0.5 * s}, frozen, seeds=0, scale=s) for s in scales}
+        trained[repo] = {s: objective(train, params) for s, params in fits.items()}
+        chosen[repo] = max(scales, key=lambda s: (trained[repo][s], -scales.index(s)))
+        held = batch([c for c in cases if c.repo == repo])
+        pooled.append(batch_hits(held, fits[chosen[repo]]))
+        graded.append(held.graded)
+    return {"rates": _pool(np.concatenate(pooled), np.concatenate(graded)), "chosen": chosen, "trained": trained}
 
 
 def score_folds(cases: Sequence[Instance], fitted: Mapping[str, Params]) -> dict[str, float]:

@@ -187,6 +187,21 @@ def test_the_shortlist_keeps_gold_and_what_probes_rank_and_folds_spread(fitting:
     assert low == min(r["entity@1"] for r in folds["per_repo"].values()) <= high
 
 
+def test_the_nested_run_picks_each_folds_scale_by_its_training_objective(fitting: ModuleType) -> None:
+    cases = synthetic(fitting)
+    initial = {**fitting.neutral(fitting.start(Weights.load())), "traceback": 0.0, "caller": 0.0}
+    alone = fitting.nested_scale(cases, initial, [fitting.FILE_SHARE_SCALE])
+    assert alone["rates"] == fitting.leave_one_repo_out(cases, initial, seeds=0)["rates"]
+    nested = fitting.nested_scale(cases, initial, [1.0, 8.0, 16.0])
+    assert set(nested["chosen"]) == {"acme/one", "acme/two"}
+    for repo, scale in nested["chosen"].items():
+        assert nested["trained"][repo][scale] == max(nested["trained"][repo].values())
+        train = [c for c in cases if c.repo != repo]
+        refit = fitting.fit(train, {**initial, "file_to_entity": 0.5 * scale}, seeds=0, scale=scale)
+        assert fitting.objective(train, refit) == nested["trained"][repo][scale]
+    assert fitting._grid("file_to_entity", 2.0) == tuple(2.0 * v for v in fitting.SHARE_GRID)
+
+
 @pytest.mark.parametrize("strength", (0.0, 0.5, 1.0))
 def test_the_matrix_ranking_applies_the_generic_prior_as_rank_does(
     tmp_path: Path, fitting: ModuleType, strength: float
