@@ -950,9 +950,10 @@ def rank(
     signals: Signals, weights: Weights, top: int
 ) -> tuple[tuple[tuple[str, float], ...], tuple[RankedEntity, ...]]:
     """Weighted sums. An entity's evidence is its signals; a file scores its file-level signals plus a share of its
-    best entity's evidence; an entity scores its evidence plus a share of its file's score relative to the
-    first-ranked file's (in which the history counts `history_to_entity` of its weight): the first file's entities
-    get the whole share, whatever the issue's evidence adds up to. Peripheral files
+    best entity's evidence; an entity scores its evidence plus a share of what its file passes on (the file's score,
+    in which the history counts `history_to_entity` of its weight) relative to the most any file passes on (the
+    first-ranked file's when the history counts whole): that file's entities get the whole share, whatever the
+    issue's evidence adds up to. Peripheral files
     (docs, examples, scripts, setup.py) are scaled down; among the entities, classes and functions are scaled by
     their kind's prior, and generic files by their hubness. Modules are ranked as files, not as entities."""
     tuning = weights.tuning
