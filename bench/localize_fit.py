@@ -174,7 +174,7 @@ def hits(case: Instance, params: Params) -> tuple[int, ...]:
     np.maximum.at(best, case.entity_file, evidence)
     prior = _file_prior(case.peripheral, case.generic, params)
     files, shared = _files(case.file, best, prior, params)
-    relative = shared / shared.max() if len(shared) and shared.max() > 0 else np.zeros_like(shared)
+    relative = _relative(shared, np.zeros(len(shared), dtype=int), 1)
     totals = (evidence + params["file_to_entity"] * relative[case.entity_file]) * prior[case.entity_file]
     for prior, mask in case.kind_masks:
         totals = totals * np.where(mask, params[prior], 1.0)
@@ -195,6 +195,15 @@ def _files(signals: Array, best: Array, prior: Array, params: Params) -> tuple[A
     )
     from_entities = params["entity_to_file"] * best
     return (signals @ weights + from_entities) * prior, (signals @ shared_weights + from_entities) * prior
+
+
+def _relative(shared: Array, file_case: Array, count: int) -> Array:
+    """`rank`'s relative share: what each file passes on over the most any file of its instance passes on (0 where
+    none passes anything)."""
+    lead = np.zeros(count)
+    np.maximum.at(lead, file_case, shared)
+    top = lead[file_case]
+    return np.divide(shared, top, out=np.zeros_like(shared), where=top > 0)
 
 
 def _file_prior(peripheral: Array, generic: Array, params: Params) -> Array:
@@ -385,9 +394,7 @@ def _totals(stack: Batch, params: Params) -> tuple[Array, Array]:
         best[stack.file_entities] = np.maximum.reduceat(evidence, stack.file_entity_start)
     prior = _file_prior(stack.peripheral, stack.generic, params)
     files, shared = _files(stack.file, best, prior, params)
-    lead = np.zeros(len(stack.cases))
-    np.maximum.at(lead, stack.file_case, shared)
-    relative = np.where(lead[stack.file_case] > 0, shared / np.maximum(lead[stack.file_case], 1e-300), 0.0)
+    relative = _relative(shared, stack.file_case, len(stack.cases))
     totals = (evidence + params["file_to_entity"] * relative[stack.entity_file]) * prior[stack.entity_file]
     for name, mask in stack.kind_masks:
         totals = totals * np.where(mask, params[name], 1.0)
@@ -535,24 +542,20 @@ def nested_scale(
     search: Sequence[Instance] | None = None,
 ) -> dict[str, Any]:
     """`leave_one_repo_out` (single start) with `file_to_entity`'s scale chosen inside each fold: per scale, the
-    weights fitted on the other repositories from that scale's neutral share; the scale whose fit scores the best
-    training objective (on the other repositories' whole instances; a tie to the first given) is the fold's, and its
-    weights score the held-out repository. Pooled rates, the scale each fold chose, and each fold's training
-    objectives."""
-    frozen, search = tuple(frozen), search or cases
-    pooled: list[Array] = []
-    graded: list[Array] = []
-    chosen: dict[str, float] = {}
+    folds fitted from that scale's neutral share; in each fold, the scale whose weights score the best training
+    objective (on the other repositories' whole instances; a tie to the first given) is the fold's, and its weights
+    score the held-out repository. Pooled rates, the scale each fold chose, and each fold's training objectives."""
+    runs = {
+        s: leave_one_repo_out(cases, {**initial, "file_to_entity": 0.5 * s}, frozen, search, seeds=0, scale=s)
+        for s in scales
+    }
     trained: dict[str, dict[float, float]] = {}
     for repo in sorted({c.repo for c in cases}):
-        train, short = batch([c for c in cases if c.repo != repo]), batch([c for c in search if c.repo != repo])
-        fits = {s: fit(short, {**initial, "file_to_entity": 0.5 * s}, frozen, seeds=0, scale=s) for s in scales}
-        trained[repo] = {s: objective(train, params) for s, params in fits.items()}
-        chosen[repo] = max(scales, key=lambda s: (trained[repo][s], -scales.index(s)))
-        held = batch([c for c in cases if c.repo == repo])
-        pooled.append(batch_hits(held, fits[chosen[repo]]))
-        graded.append(held.graded)
-    return {"rates": _pool(np.concatenate(pooled), np.concatenate(graded)), "chosen": chosen, "trained": trained}
+        train = batch([c for c in cases if c.repo != repo])
+        trained[repo] = {s: objective(train, run["fitted"][repo]) for s, run in runs.items()}
+    chosen = {repo: max(scales, key=lambda s: (trained[repo][s], -scales.index(s))) for repo in trained}
+    fitted = {repo: runs[scale]["fitted"][repo] for repo, scale in chosen.items()}
+    return {"rates": score_folds(cases, fitted), "chosen": chosen, "trained": trained}
 
 
 def score_folds(cases: Sequence[Instance], fitted: Mapping[str, Params]) -> dict[str, float]:
