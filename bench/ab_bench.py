@@ -509,6 +509,8 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "kind_expectations": {"snippets": {"kind_expectations": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
     "mutation": {"pipeline": {"mutation": True}},
+    "line_repair": {"pipeline": {"line_repair": True}},
+    "line_repair_tempered": {"pipeline": {"line_repair": True, "line_passes": 2}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

@@ -35,6 +35,8 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
+LINE_SWITCHES = ("line_repair",)
+"""The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 FROM_DATA = (
     "samples",
     "temperature",
@@ -50,6 +52,8 @@ FROM_DATA = (
     "max_samples",
     *PROMPT_SWITCHES,
     *ZERO_TOKEN_SWITCHES,
+    *LINE_SWITCHES,
+    "line_passes",
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -181,6 +185,11 @@ class PipelineConfig:
     mutation: bool = _from_data("mutation")
     """One-point mutants of the localized code are screened against the issue's own evidence before any sample;
     one that validates ends the repair with no model call (agentless/mutation.py)."""
+    line_repair: bool = _from_data("line_repair")
+    """Each statement the evidence ran of the first-ranked entity is called wrong in turn and the model corrects
+    it; the corrections are screened like mutants, before any sample (agentless/line_repair.py)."""
+    line_passes: int = _from_data("line_passes")
+    """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

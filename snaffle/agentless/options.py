@@ -10,6 +10,7 @@ import argparse
 from snaffle import data
 from snaffle.agentless.config import (
     EXECUTION_SWITCHES,
+    LINE_SWITCHES,
     ONE_ENTITY_SCOPES,
     PROMPT_SWITCHES,
     SAMPLING_SWITCHES,
@@ -80,9 +81,13 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
     ceiling = "the most samples --extra-samples draws (default %(default)s)"
     group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
+    passes = "with --line-repair: 1, one greedy call per line; 2, each line again at the sample temperature while "
+    group.add_argument(
+        "--line-passes", type=int, choices=(1, 2), default=defaults.line_passes, help=passes + "nothing is decisive"
+    )
 
 
-SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES)
+SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES, *LINE_SWITCHES)
 """The [pipeline] switches a run may set: `--NAME` / `--no-NAME`, or `-c NAME=true`."""
 SWITCH_HELP = {
     "feedback": "a one-shot sample whose patch fails the evidence is told the failure and asked again",
@@ -96,6 +101,7 @@ SWITCH_HELP = {
     "extra_samples": "while no sample is validated and evidence could tell, draw up to --max-samples",
     "docstrings_apart": "one-shot rewrites see each candidate's docstring above its code, not in it",
     "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
+    "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
 }
 
 
@@ -116,6 +122,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         repair_turns=args.repair_turns,
         reproduce=args.reproduce,
         max_samples=args.max_samples,
+        line_passes=args.line_passes,
         one_entity_scope=args.one_entity_scope,
         **{name: getattr(args, name) for name in SWITCHES},
     )

@@ -16,14 +16,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from snaffle import prompts
-from snaffle.agentless import baseline, calls, mutation, origin
+from snaffle.agentless import baseline, calls, line_repair, mutation, origin
 from snaffle.agentless import facts as snippet_facts
 from snaffle.agentless.budget import Budget
 from snaffle.agentless.config import PipelineConfig, decode_config
-from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, Verdict, test_evidence
+from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, TestEvidence, Verdict, test_evidence
 from snaffle.agentless.facts import ExecutionFacts
-from snaffle.agentless.feedback import FollowUp, decode_model, follow_up_model, judge_all
+from snaffle.agentless.feedback import FollowUp, closed_fence, decode_model, follow_up_model, judge_all
+from snaffle.agentless.line_repair import Span
 from snaffle.agentless.localize import Localization, Localizer
+from snaffle.agentless.mutants import Mutant
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import Spectrum, spectrum
@@ -104,6 +106,8 @@ class Pipeline:
         self.spectrum: Spectrum | None = None
         """SBFL's covered run of the failing tests, when there are any."""
         self.evidence: list[Evidence] = []
+        self.screenings = 0
+        """Screenings of changes so far (each on its own scratch copy)."""
         """What reproduced the issue on the original tree: feedback rounds and validation ask it of patches."""
 
     @property
@@ -145,8 +149,11 @@ class Pipeline:
         mutated, decided = self.mutation(index, located) if self.config.mutation else ([], False)
         if decided:
             return self.finish(mutated)  # the one fix the issue's evidence allows among the mutants: no model call
+        corrected, decided = self.line_corrections(index, located) if self.config.line_repair else ([], False)
+        if decided:
+            return self.finish(corrected)  # the one corrected line the issue's evidence allows: no rewrite sample
         samples = self.repair(self.call_trace(index, context))
-        return self.finish(samples + mutation.seconded(mutated, samples))
+        return self.finish(samples + mutation.seconded(mutated, samples) + corrected)
 
     def mutation(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
         """One-point mutants of the top localized entities, screened against the issue's own evidence on a scratch
@@ -156,23 +163,119 @@ class Pipeline:
         tie (two behaviours the evidence cannot tell apart), or a repository whose related tests cannot run
         (nothing would catch what a mutant breaks elsewhere), is left to the model's samples."""
         limits = mutation.screening_limits()
-        evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
-        if not evidence or not self.before.passed:
-            why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
-            self.stage("mutation", why)
+        evidence = self.screening_evidence("mutation")
+        if not evidence:
             return [], False
         selectors = [c.selector for c in located.entities if c.selector != c.path][: limits.entities]
         entities = [index.resolve(s) for s in selectors]
         planned = mutation.plan(entities, index.source, self.executed_lines())
-        copy = self.workspace.clone(self.scratch / "mutation")
-        report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
-        self.stage("mutation", report.decision(), **report.fields())
         first = max(self.config.samples, self.config.max_samples)
+        found, stopped = self.screened("mutation", planned, evidence, first)
+        return found, self.decisive("mutation", found, stopped)
+
+    def screening_evidence(self, name: str, existing: bool = False) -> list[Evidence]:
+        """The issue's own evidence a search over changes may be screened by (a model-written reproduction test can
+        be wrong), and with `existing` the related tests failing on the original; none, said in a `name` stage, when
+        there is none or no related test passes on the original (nothing would catch what a change breaks
+        elsewhere)."""
+        evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
+        if existing and self.existing_failing:
+            evidence.append(TestEvidence("failing_existing", self.existing_failing))
+        if not evidence or not self.before.passed:
+            why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
+            self.stage(name, why)
+            return []
+        return evidence
+
+    def screened(
+        self, name: str, planned: Sequence[Mutant], evidence: Sequence[Evidence], first: int
+    ) -> tuple[list[CandidatePatch], str]:
+        """`planned` screened on a scratch copy; the survivors validated (numbered from `first`), and why the
+        screening stopped early ('' when it did not)."""
+        limits = mutation.screening_limits()
+        self.screenings += 1
+        copy = self.workspace.clone(self.scratch / f"{name}-{self.screenings}")
+        report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
+        self.stage(name, report.decision(), **report.fields())
         found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
-        if found and (why := mutation.indecision(found, report.stopped)):
-            self.stage("mutation", f"not decisive: {why}; the model's samples decide")
-            return found, False
-        return found, bool(found)
+        return found, report.stopped
+
+    def decisive(self, name: str, found: Sequence[CandidatePatch], stopped: str) -> bool:
+        """Whether the screened survivors end the repair (agentless/mutation.py, `indecision`); why not, in a stage."""
+        if found and (why := mutation.indecision(found, stopped)):
+            self.stage(name, f"not decisive: {why}; the model's samples decide")
+            return False
+        return bool(found)
+
+    def line_corrections(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
+        """Each statement of the first-ranked function that the evidence ran is called wrong in turn and the model
+        answers with its correction (agentless/line_repair.py); the corrections are screened and validated as
+        mutation's are. The calls never take the turns the samples need."""
+        evidence = self.screening_evidence("line_repair", existing=True)
+        entity = next((index.resolve(c.selector) for c in located.entities if c.selector != c.path), None)
+        if not evidence or entity is None or entity.kind not in ("function", "method"):
+            if evidence:
+                self.stage("line_repair", "the first candidate is not a function")
+            return [], False
+        source = index.source(entity.path).decode("utf-8", errors="replace")
+        executed = self.screened_lines()
+        ran = executed.get(entity.path, frozenset()) if executed is not None else None
+        spans = line_repair.statement_spans(source, entity, ran)
+        code = "\n".join(source.split("\n")[entity.start_line : entity.end_line + 1])
+        first = max(self.config.samples, self.config.max_samples) + mutation.screening_limits().max_survivors
+        found: list[CandidatePatch] = []
+        asked_before: set[tuple[int, str]] = set()
+        for temperature in (0.0, self.config.temperature)[: self.config.line_passes]:
+            asked = spans[: self.lines_allowed()]
+            answers = self.line_answers(source, code, asked, temperature)
+            planned = [m for m in answers if (m.start, m.after) not in asked_before]
+            asked_before |= {(m.start, m.after) for m in planned}
+            decision = f"{len(planned)} corrections of {len(asked)} lines asked"
+            self.stage("line_repair", decision, entity=entity.selector, temperature=temperature)
+            more, stopped = self.screened("line_repair", planned, evidence, first + len(found))
+            found += more
+            if self.decisive("line_repair", found, stopped):
+                return found, True
+        return found, False
+
+    def screened_lines(self) -> dict[str, frozenset[int]] | None:
+        """The lines the screening evidence ran: the issue's (`executed_lines`) and the related tests' failing on the
+        original (SBFL's covered run of them); None when some evidence's lines are unknown."""
+        issue = self.executed_lines() if len(self.evidence) > 0 else {}
+        if not self.existing_failing:
+            return issue
+        existing = self.spectrum.failing_lines if self.spectrum is not None else {}
+        return snippet_facts.merged_lines([issue, existing]) if issue is not None and existing else None
+
+    def lines_allowed(self) -> int:
+        """The lines to ask about: the data's `max_lines`, less what the turn cap must keep for the samples."""
+        most = line_repair.line_limits().max_lines
+        if not self.limits.max_turns:
+            return most
+        samples = self.config.max_samples if self.config.extra_samples else self.config.samples
+        return max(0, min(most, self.limits.max_turns - self.turns - samples))
+
+    def line_answers(self, source: str, code: str, spans: Sequence[Span], temperature: float) -> list[Mutant]:
+        """One call per span, in order; each answer as a mutant (distinct ones only). A cap reached ends the calls,
+        not the run: the samples have their own turns."""
+        limits, found = line_repair.line_limits(), dict[tuple[int, str], Mutant]()
+        for span in spans:
+            config = replace(self.model, temperature=temperature, max_output_tokens=limits.max_tokens(span.text))
+            model = OpenAIModel(replace(config, stop=decode_config().stop), deadline=self.deadline)
+            messages = line_repair.messages(self.task.issue, code, span)
+            try:
+                reply = model.complete(messages, [])
+            except Interrupt as stop:
+                self.stage("line_repair", f"calls stopped: {stop.message}")
+                break
+            usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
+            self.account(Outcome("line_repair", "", usage, 1, 0))
+            cumulative = {**self.usage.as_dict(), "turns": self.turns}
+            self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="line_repair"))
+            changed = line_repair.mutant(source, span, closed_fence(reply.content))
+            if changed is not None:
+                found.setdefault((changed.start, changed.after), changed)
+        return list(found.values())
 
     def finish(self, candidates: list[CandidatePatch]) -> Outcome:
         """Select among the candidates; the exit status says what the evidence says of the chosen one."""

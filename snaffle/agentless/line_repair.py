@@ -1,0 +1,151 @@
+"""Line repair: the harness names each line, the model rewrites that one line, the issue's evidence screens.
+
+A weak model finds the wrong line of a function poorly (the `line_diff` answer form: 3 of 24 A/B tasks) and
+rewrites whole definitions expensively, but told which line is wrong it often corrects it in a dozen tokens
+(session 31, the A/B tasks' planted lines: a correct line for 11 of 22). So the search over lines is the harness's:
+each statement of the first-ranked entity that the reproducing evidence ran is shown as "this line is wrong", one
+greedy call each, in a conversation whose prefix (the issue, the code) stays the same so the server reuses it. Each
+answer becomes a `Mutant` (agentless/mutants.py) screened like mutation's (agentless/mutation.py): a correct line
+that was never wrong changes behaviour, and the evidence rejects it.
+
+Pure: source text in, spans, prompts and mutants out; the pipeline makes the calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Collection
+from dataclasses import dataclass
+from functools import cache
+
+from snaffle import data, prompts
+from snaffle.agentless.mutants import Mutant
+from snaffle.index.parse import Entity
+from snaffle.primitives.extract import code_blocks
+from snaffle.types import Message
+
+DATA_FILE = "agentless.toml"
+OPERATOR = "line repair"
+
+
+@dataclass(frozen=True)
+class LineLimits:
+    """snaffle/data/agentless.toml [line_repair]: how many lines are asked about, and each answer's bound."""
+
+    max_lines: int
+    """Statements asked about, in file order (the run's turn cap may allow fewer: the samples keep theirs)."""
+    chars_per_token: float
+    token_factor: float
+    token_slack: int
+
+    def max_tokens(self, span: str) -> int:
+        """Tokens enough for a corrected `span`, grown by the factor, plus the fence and slack."""
+        return int(len(span.strip()) / self.chars_per_token * self.token_factor) + self.token_slack
+
+
+@cache
+def line_limits() -> LineLimits:
+    return data.load_record(LineLimits, DATA_FILE, "line_repair")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One statement of a file: 1-based lines `start`..`end` (a compound statement's header only), its text."""
+
+    path: str
+    start: int
+    end: int
+    text: str
+
+
+def statement_spans(source: str, entity: Entity, executed: Collection[int] | None = None) -> list[Span]:
+    """The statements of `entity`'s body in file order: a simple statement whole, a compound one's header (`if`,
+    `for`, `try:`, `except ...:`), its docstring left out; only those with a line in `executed` when given."""
+    lines = source.split("\n")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    node = _defined_at(tree, entity.start_line + 1)
+    if node is None:
+        return []
+    found = sorted(set(_statements(node.body)))
+    ran = set(executed) if executed is not None else None
+    return [
+        Span(entity.path, a, b, "\n".join(lines[a - 1 : b]))
+        for a, b in found
+        if ran is None or ran.intersection(range(a, b + 1))
+    ]
+
+
+def _defined_at(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if line in (first, node.lineno):
+                return node
+    return None
+
+
+def _statements(body: list[ast.stmt]) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    for statement in body:
+        if _is_docstring(statement) or isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        blocks = _blocks(statement)
+        if not blocks:
+            found.append((statement.lineno, statement.end_lineno or statement.lineno))
+            continue
+        found.append((statement.lineno, max(statement.lineno, blocks[0][0].lineno - 1)))
+        for block in blocks:
+            found += _statements(block)
+        for handler in getattr(statement, "handlers", []):
+            found.append((handler.lineno, max(handler.lineno, handler.body[0].lineno - 1)))
+            found += _statements(handler.body)
+    return found
+
+
+def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+    return [b for f in ("body", "orelse", "finalbody") if (b := getattr(statement, f, None))]
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def messages(issue: str, code: str, span: Span) -> list[Message]:
+    """The call for one line: the issue and the code first (the same for every line of the entity, so the server
+    reuses their KV cache), the line last."""
+    template = prompts.load("line_repair.md")
+    line = textwrap.dedent(span.text).strip()
+    text = prompts.render(template, issue=issue.strip(), code=code, line=line)
+    system = prompts.load("line_repair_system.md").strip()
+    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+
+def mutant(source: str, span: Span, answer: str) -> Mutant | None:
+    """The answer's first code block in the span's place, at the span's indentation; None when it is empty,
+    the same code, leaves the file unparsable, or the span is not `source`'s."""
+    block = textwrap.dedent(code_blocks(answer)[0]).strip("\n")
+    if not block.strip():
+        return None
+    indent = span.text[: len(span.text) - len(span.text.lstrip())]
+    after = "\n".join(indent + line if line.strip() else "" for line in block.split("\n"))
+    if after.split() == span.text.split():
+        return None
+    lines = source.split("\n")
+    if "\n".join(lines[span.start - 1 : span.end]) != span.text:
+        return None  # the span is not this source's
+    changed = "\n".join([*lines[: span.start - 1], after, *lines[span.end :]])
+    try:
+        ast.parse(changed)
+    except SyntaxError:
+        return None
+    start = len("\n".join(lines[: span.start - 1]).encode()) + (1 if span.start > 1 else 0)
+    end = start + len(span.text.encode())
+    return Mutant(span.path, span.start, OPERATOR, start, end, span.text, after)

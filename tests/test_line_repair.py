@@ -1,0 +1,190 @@
+"""Line repair (agentless/line_repair.py): the harness names each line the issue's evidence ran, the scripted model
+corrects it, and the corrections are screened in the real sandbox like mutants; a correction that hangs is stopped."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from snaffle.agentless import line_repair
+from snaffle.agentless.config import switch_defaults
+from snaffle.agentless.line_repair import Span, statement_spans
+from snaffle.index.repo import RepoIndex
+from tests.helpers import Start, make_repo, stage_events
+from tests.test_facts import RAISING_ISSUE, SHELF_FILES, SHELF_SOURCE
+from tests.test_pipeline import agentless, stages
+
+IF_LINE = '        if key in self.frozen or key.startswith("f"):'
+RAISE_LINE = '            raise ValueError(f"slot {key!r} is frozen")'
+RIGHT_IF = {"content": "```python\nif key in self.frozen:\n```"}
+WRONG_RAISE = {"content": '```python\nraise ValueError(f"slot {key} is frozen")\n```'}
+SAMPLE = {"content": "```python\ndef __setitem__(self, key, value):\n    self.slots[key] = value\n```"}
+
+FUNCTION = '''def pick(items, n=2):
+    """Docstring, never asked about."""
+    out = []
+    for item in items:
+        if item > n:
+            out.append(
+                item,
+            )
+        else:
+            continue
+
+    def inner():
+        return 1
+
+    try:
+        out.sort()
+    except TypeError:
+        pass
+    return out
+'''
+
+
+def entity(tmp_path: Path, source: str, selector: str):  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo", {"mod.py": source})
+    return RepoIndex(repo).resolve(selector)
+
+
+def test_a_function_is_asked_about_statement_by_statement_headers_alone(tmp_path: Path) -> None:
+    spans = statement_spans(FUNCTION, entity(tmp_path, FUNCTION, "mod.py::pick"))
+    assert [(s.start, s.end) for s in spans] == [
+        (3, 3),
+        (4, 4),
+        (5, 5),
+        (6, 8),
+        (10, 10),
+        (15, 15),
+        (16, 16),
+        (17, 17),
+        (18, 18),
+        (19, 19),
+    ]
+    assert spans[3].text == "            out.append(\n                item,\n            )"
+
+
+def test_only_the_statements_the_evidence_ran_are_asked_about(tmp_path: Path) -> None:
+    spans = statement_spans(FUNCTION, entity(tmp_path, FUNCTION, "mod.py::pick"), executed={4, 5, 7, 19})
+    assert [s.start for s in spans] == [4, 5, 6, 19]
+
+
+def test_a_correction_takes_the_lines_place_at_its_indentation() -> None:
+    span = Span("shelf/core.py", 15, 15, IF_LINE)
+    changed = line_repair.mutant(SHELF_SOURCE, span, "Here:\n```python\n  if key in self.frozen:\n```")
+    assert changed is not None and changed.after == "        if key in self.frozen:"
+    fixed = changed.apply(SHELF_SOURCE.encode()).decode()
+    assert fixed == SHELF_SOURCE.replace(IF_LINE, "        if key in self.frozen:")
+
+
+def test_a_correction_of_several_lines_keeps_their_relative_indentation() -> None:
+    span = Span("shelf/core.py", 16, 16, RAISE_LINE)
+    answer = '```python\nif value is None:\n    raise ValueError("no value")\n```'
+    changed = line_repair.mutant(SHELF_SOURCE, span, answer)
+    assert changed is not None
+    assert changed.after == '            if value is None:\n                raise ValueError("no value")'
+
+
+def test_an_unchanged_empty_or_unparsable_correction_is_no_mutant() -> None:
+    span = Span("shelf/core.py", 15, 15, IF_LINE)
+    assert line_repair.mutant(SHELF_SOURCE, span, f"```python\n{IF_LINE.strip()}\n```") is None
+    assert line_repair.mutant(SHELF_SOURCE, span, "```python\n```") is None
+    assert line_repair.mutant(SHELF_SOURCE, span, "```python\nif key in (:\n```") is None
+
+
+def test_the_prompt_keeps_the_issue_and_code_first_and_the_line_last() -> None:
+    span = Span("shelf/core.py", 15, 15, IF_LINE)
+    first, second = line_repair.messages("Issue text", "def f(): ...", span)
+    assert first["role"] == "system" and second["role"] == "user"
+    text = str(second["content"])
+    assert text.index("Issue text") < text.index("def f(): ...") < text.index(IF_LINE.strip())
+
+
+def test_the_right_correction_of_a_line_the_snippet_ran_ends_the_run_without_a_rewrite(
+    scripted: Start, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted([RIGHT_IF, WRONG_RAISE, SAMPLE])
+    out = tmp_path / "run"
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    assert attempt.exit_status == "validated", stages(out)
+    assert f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
+    asked = [str(r.body["messages"][-1]["content"]) for r in server.requests]
+    assert len(asked) == 2  # the two lines the snippet ran; `self.slots[key] = value` never ran; no rewrite sample
+    assert IF_LINE.strip() in asked[0].split("This line is wrong:")[1]
+    assert RAISE_LINE.strip() in asked[1].split("This line is wrong:")[1]
+    decisions = [e["decision"] for e in stage_events(out, "line_repair")]
+    assert decisions[0] == "2 corrections of 2 lines asked" and decisions[1].startswith("1 of 2 mutants pass")
+
+
+def test_corrections_that_leave_the_issue_reproduced_go_on_to_the_samples(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    wrong_if = {"content": '```python\nif key in self.frozen or key.startswith("fi"):\n```'}
+    server = scripted([wrong_if, WRONG_RAISE, SAMPLE])
+    out = tmp_path / "run"
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    assert len(server.requests) == 3  # two lines, then the rewrite sample
+    assert [e["decision"] for e in stage_events(out, "line_repair")][1].startswith("0 of 2 mutants pass")
+    assert attempt.exit_status == "validated" and stages(out)[-1] == ("select", "sample 0")
+
+
+def test_a_correction_that_hangs_is_stopped_and_the_run_goes_on(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    hang = {"content": '```python\nif __import__("time").sleep(600) or key in self.frozen:\n```'}
+    server = scripted([hang, WRONG_RAISE, SAMPLE])
+    out = tmp_path / "run"
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    screened = stage_events(out, "line_repair")[1]
+    assert screened["decision"].startswith("0 of 2 mutants pass") and screened["seconds"] < 60
+    assert attempt.exit_status == "validated" and len(server.requests) == 3
+
+
+def test_without_the_switch_no_line_is_asked_about(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted([SAMPLE])
+    out = tmp_path / "run"
+    agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=False)
+    assert stage_events(out, "line_repair") == [] and len(server.requests) == 1
+
+
+def test_a_span_that_is_not_the_sources_makes_no_mutant() -> None:
+    span = Span("shelf/core.py", 16, 16, IF_LINE)
+    assert line_repair.mutant(SHELF_SOURCE, span, "```python\nif key in self.frozen:\n```") is None
+
+
+def test_a_related_test_failing_on_the_original_screens_the_corrections_of_a_prose_issue(
+    scripted: Start, tmp_path: Path
+) -> None:
+    total_test = "\n\ndef test_total():\n    s = Shelf()\n    s['a'] = 2\n    assert s.total() == 2\n"
+    files = {**SHELF_FILES, "tests/test_core.py": str(SHELF_FILES["tests/test_core.py"]) + total_test}
+    repo = make_repo(tmp_path / "shelf", files)
+    right = {"content": "```python\nreturn sum(self.slots.values())\n```"}
+    server = scripted([right, SAMPLE])
+    out = tmp_path / "run"
+    prose = "Shelf.total in shelf/core.py is one more than the sum of the slots."
+    switches = replace(switch_defaults(), failing_existing=True)
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "reproduce": False, "switches": switches}
+    attempt = agentless(repo, prose, server.base_url, out, **options)
+    assert [e["decision"] for e in stage_events(out, "failing_tests")] == ["1 related tests fail on the original"]
+    decisions = [e["decision"] for e in stage_events(out, "line_repair")]
+    assert decisions[0] == "1 corrections of 1 lines asked", decisions  # the one line the failing test ran
+    assert stage_events(out, "line_repair")[1]["evidence"] == ["failing_existing"]
+    assert attempt.exit_status == "validated" and len(server.requests) == 1
+    assert "+        return sum(self.slots.values())\n" in attempt.patch
+
+
+def test_a_second_pass_asks_each_line_again_at_the_sample_temperature(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    wrong_if = {"content": '```python\nif key in self.frozen or key.startswith("fi"):\n```'}
+    server = scripted([wrong_if, WRONG_RAISE, RIGHT_IF, WRONG_RAISE])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_passes": 2, "sample_temperature": 0.8}
+    options["temperature"] = options.pop("sample_temperature")
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
+    assert [r.body.get("temperature") for r in server.requests] == [0.0, 0.0, 0.8, 0.8]
+    asked = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    assert [(e["decision"], e["temperature"]) for e in asked] == [
+        ("2 corrections of 2 lines asked", 0.0),
+        ("1 corrections of 2 lines asked", 0.8),  # the repeated wrong `raise` is not screened twice
+    ]
+    assert attempt.exit_status == "validated" and f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
