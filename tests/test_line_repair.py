@@ -188,3 +188,71 @@ def test_a_second_pass_asks_each_line_again_at_the_sample_temperature(scripted: 
         ("1 corrections of 2 lines asked", 0.8),  # the repeated wrong `raise` is not screened twice
     ]
     assert attempt.exit_status == "validated" and f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
+
+
+def test_a_missing_line_goes_after_the_line_asked_about_at_the_indentation_of_its_block() -> None:
+    source = "def f(x):\n    if x:\n        x = 1\n    return x\n"
+    header = Span("m.py", 2, 2, "    if x:")
+    after_header = line_repair.mutant(source, header, "```python\nx += 1\n```", "insert")
+    assert after_header is not None and after_header.line == 3
+    assert (
+        after_header.apply(source.encode()).decode()
+        == "def f(x):\n    if x:\n        x += 1\n        x = 1\n    return x\n"
+    )
+    simple = Span("m.py", 3, 3, "        x = 1")
+    after_simple = line_repair.mutant(source, simple, "```python\nx += 1\n```", "insert")
+    assert after_simple is not None
+    assert (
+        after_simple.apply(source.encode()).decode()
+        == "def f(x):\n    if x:\n        x = 1\n        x += 1\n    return x\n"
+    )
+    assert after_simple.describe() == "m.py:4 line insert: `(nothing)` -> `x += 1`"
+
+
+def test_an_inserted_line_that_repeats_its_neighbour_is_no_mutant() -> None:
+    source = "def f(x):\n    x = 1\n    return x\n"
+    span = Span("m.py", 2, 2, "    x = 1")
+    assert line_repair.mutant(source, span, "```python\nx = 1\n```", "insert") is None
+    assert line_repair.mutant(source, span, "```python\nreturn x\n```", "insert") is None
+
+
+CLEAN_FILES: dict[str, str | bytes] = {
+    "words/__init__.py": "from words.core import clean\n",
+    "words/core.py": (
+        'def clean(word):\n    """Lower case, dashes as underscores."""\n'
+        "    word = word.strip()\n    return word.lower()\n"
+    ),
+    "tests/test_core.py": "from words import clean\n\n\ndef test_strip():\n    assert clean(' A ') == 'a'\n",
+}
+CLEAN_ISSUE = """clean keeps dashes
+
+    >>> from words import clean
+    >>> clean("a-b")
+    'a-b'
+
+I expected `clean("a-b")` to return `'a_b'`.
+"""
+
+
+def test_an_insert_pass_finds_the_missing_line_after_the_corrections_found_nothing(
+    scripted: Start, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "words", CLEAN_FILES)
+    script = [
+        {"content": "```python\nword = word.strip()\n```"},  # unchanged: no mutant
+        {"content": "```python\nreturn word.upper()\n```"},  # fails the issue's expectation
+        {"content": "```python\nword = word.replace('-', '_')\n```"},
+        {"content": "```python\nreturn word\n```"},
+    ]
+    server = scripted(script)
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_insert": True}
+    attempt = agentless(repo, CLEAN_ISSUE, server.base_url, out, **options)
+    asked = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    assert [(e["decision"], e["question"]) for e in asked] == [
+        ("1 corrections of 2 lines asked", "replace"),
+        ("2 corrections of 2 lines asked", "insert"),
+    ]
+    assert "A line is missing right after this line:" in str(server.requests[2].body["messages"][-1]["content"])
+    assert attempt.exit_status == "validated" and len(server.requests) == 4
+    assert "     word = word.strip()\n+    word = word.replace('-', '_')\n" in attempt.patch

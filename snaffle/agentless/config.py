@@ -35,7 +35,7 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-LINE_SWITCHES = ("line_repair",)
+LINE_SWITCHES = ("line_repair", "line_insert")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 FROM_DATA = (
     "samples",
@@ -188,6 +188,8 @@ class PipelineConfig:
     line_repair: bool = _from_data("line_repair")
     """Each statement the evidence ran of the first-ranked entity is called wrong in turn and the model corrects
     it; the corrections are screened like mutants, before any sample (agentless/line_repair.py)."""
+    line_insert: bool = _from_data("line_insert")
+    """With `line_repair`, while nothing is decisive: a last pass asks of each line whether one is missing after it."""
     line_passes: int = _from_data("line_passes")
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)

@@ -2,7 +2,8 @@
 
 A weak model finds the wrong line of a function poorly (the `line_diff` answer form: 3 of 24 A/B tasks) and
 rewrites whole definitions expensively, but told which line is wrong it often corrects it in a dozen tokens
-(session 31, the A/B tasks' planted lines: a correct line for 11 of 22). So the search over lines is the harness's:
+(session 31, 1.5B: each statement of the planted function called wrong in turn, one greedy call each; some answer
+passed the hidden test in 9 of the 17 A/B tasks tried). So the search over lines is the harness's:
 each statement of the first-ranked entity that the reproducing evidence ran is shown as "this line is wrong", one
 greedy call each, in a conversation whose prefix (the issue, the code) stays the same so the server reuses it. Each
 answer becomes a `Mutant` (agentless/mutants.py) screened like mutation's (agentless/mutation.py): a correct line
@@ -27,6 +28,7 @@ from snaffle.types import Message
 
 DATA_FILE = "agentless.toml"
 OPERATOR = "line repair"
+INSERT_OPERATOR = "line insert"
 
 
 @dataclass(frozen=True)
@@ -118,34 +120,66 @@ def _is_docstring(statement: ast.stmt) -> bool:
     )
 
 
-def messages(issue: str, code: str, span: Span) -> list[Message]:
+QUESTIONS = {"replace": "line_repair.md", "insert": "line_insert.md"}
+"""The prompt of each question about a line: it is wrong (its correction replaces it), or a line is missing right
+after it (the answer is inserted there)."""
+
+
+def messages(issue: str, code: str, span: Span, kind: str = "replace") -> list[Message]:
     """The call for one line: the issue and the code first (the same for every line of the entity, so the server
-    reuses their KV cache), the line last."""
-    template = prompts.load("line_repair.md")
+    reuses their KV cache), the line and the question last."""
+    template = prompts.load(QUESTIONS[kind])
     line = textwrap.dedent(span.text).strip()
     text = prompts.render(template, issue=issue.strip(), code=code, line=line)
     system = prompts.load("line_repair_system.md").strip()
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
-def mutant(source: str, span: Span, answer: str) -> Mutant | None:
-    """The answer's first code block in the span's place, at the span's indentation; None when it is empty,
-    the same code, leaves the file unparsable, or the span is not `source`'s."""
+def mutant(source: str, span: Span, answer: str, kind: str = "replace") -> Mutant | None:
+    """The answer's first code block in the span's place (`replace`) or on new lines right after it (`insert`: at
+    the indentation of the block a header opens, else the span's), re-indented; None when it is empty, changes
+    nothing, leaves the file unparsable, or the span is not `source`'s."""
     block = textwrap.dedent(code_blocks(answer)[0]).strip("\n")
-    if not block.strip():
-        return None
-    indent = span.text[: len(span.text) - len(span.text.lstrip())]
-    after = "\n".join(indent + line if line.strip() else "" for line in block.split("\n"))
-    if after.split() == span.text.split():
-        return None
     lines = source.split("\n")
-    if "\n".join(lines[span.start - 1 : span.end]) != span.text:
-        return None  # the span is not this source's
-    changed = "\n".join([*lines[: span.start - 1], after, *lines[span.end :]])
-    try:
-        ast.parse(changed)
-    except SyntaxError:
+    if not block.strip() or "\n".join(lines[span.start - 1 : span.end]) != span.text:
         return None
-    start = len("\n".join(lines[: span.start - 1]).encode()) + (1 if span.start > 1 else 0)
-    end = start + len(span.text.encode())
-    return Mutant(span.path, span.start, OPERATOR, start, end, span.text, after)
+    if kind == "insert":
+        return _inserted(lines, span, block)
+    after = _indented(block, _indent(span.text))
+    if after.split() == span.text.split() or not _parses([*lines[: span.start - 1], after, *lines[span.end :]]):
+        return None
+    start = _offset(lines, span.start - 1)
+    return Mutant(span.path, span.start, OPERATOR, start, start + len(span.text.encode()), span.text, after)
+
+
+def _inserted(lines: list[str], span: Span, block: str) -> Mutant | None:
+    following = next((line for line in lines[span.end :] if line.strip()), "")
+    opens = span.text.rstrip().endswith(":")
+    added = _indented(block, _indent(following) if opens else _indent(span.text))
+    if added.split() in (span.text.split(), following.split()):
+        return None  # the answer repeats the line it was shown or the one after it
+    if not _parses([*lines[: span.end], added, *lines[span.end :]]):
+        return None
+    at = _offset(lines, span.end)
+    return Mutant(span.path, span.end + 1, INSERT_OPERATOR, at, at, "", added + "\n")
+
+
+def _indent(text: str) -> str:
+    return text[: len(text) - len(text.lstrip())]
+
+
+def _indented(block: str, indent: str) -> str:
+    return "\n".join(indent + line if line.strip() else "" for line in block.split("\n"))
+
+
+def _parses(lines: list[str]) -> bool:
+    try:
+        ast.parse("\n".join(lines))
+    except SyntaxError:
+        return False
+    return True
+
+
+def _offset(lines: list[str], index: int) -> int:
+    """The UTF-8 byte offset where line `index` (0-based) starts."""
+    return len("\n".join(lines[:index]).encode()) + (1 if index > 0 else 0)

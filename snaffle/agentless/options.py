@@ -102,6 +102,7 @@ SWITCH_HELP = {
     "docstrings_apart": "one-shot rewrites see each candidate's docstring above its code, not in it",
     "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
     "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
+    "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
 }
 
 

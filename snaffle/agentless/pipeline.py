@@ -225,18 +225,24 @@ class Pipeline:
         first = max(self.config.samples, self.config.max_samples) + mutation.screening_limits().max_survivors
         found: list[CandidatePatch] = []
         asked_before: set[tuple[int, str]] = set()
-        for temperature in (0.0, self.config.temperature)[: self.config.line_passes]:
+        for kind, temperature in self.line_passes():
             asked = spans[: self.lines_allowed()]
-            answers = self.line_answers(source, code, asked, temperature)
+            answers = self.line_answers(source, code, asked, kind, temperature)
             planned = [m for m in answers if (m.start, m.after) not in asked_before]
             asked_before |= {(m.start, m.after) for m in planned}
             decision = f"{len(planned)} corrections of {len(asked)} lines asked"
-            self.stage("line_repair", decision, entity=entity.selector, temperature=temperature)
+            self.stage("line_repair", decision, entity=entity.selector, temperature=temperature, question=kind)
             more, stopped = self.screened("line_repair", planned, evidence, first + len(found))
             found += more
             if self.decisive("line_repair", found, stopped):
                 return found, True
         return found, False
+
+    def line_passes(self) -> list[tuple[str, float]]:
+        """(question, temperature) of each pass over the lines: is it wrong, greedy; with `line_passes` 2 again at
+        the sample temperature; with `line_insert`, is a line missing after it, greedy."""
+        passes = [("replace", 0.0), ("replace", self.config.temperature)][: self.config.line_passes]
+        return passes + ([("insert", 0.0)] if self.config.line_insert else [])
 
     def screened_lines(self) -> dict[str, frozenset[int]] | None:
         """The lines the screening evidence ran: the issue's (`executed_lines`) and the related tests' failing on the
@@ -255,14 +261,16 @@ class Pipeline:
         samples = self.config.max_samples if self.config.extra_samples else self.config.samples
         return max(0, min(most, self.limits.max_turns - self.turns - samples))
 
-    def line_answers(self, source: str, code: str, spans: Sequence[Span], temperature: float) -> list[Mutant]:
+    def line_answers(
+        self, source: str, code: str, spans: Sequence[Span], kind: str, temperature: float
+    ) -> list[Mutant]:
         """One call per span, in order; each answer as a mutant (distinct ones only). A cap reached ends the calls,
         not the run: the samples have their own turns."""
         limits, found = line_repair.line_limits(), dict[tuple[int, str], Mutant]()
         for span in spans:
             config = replace(self.model, temperature=temperature, max_output_tokens=limits.max_tokens(span.text))
             model = OpenAIModel(replace(config, stop=decode_config().stop), deadline=self.deadline)
-            messages = line_repair.messages(self.task.issue, code, span)
+            messages = line_repair.messages(self.task.issue, code, span, kind)
             try:
                 reply = model.complete(messages, [])
             except Interrupt as stop:
@@ -272,7 +280,7 @@ class Pipeline:
             self.account(Outcome("line_repair", "", usage, 1, 0))
             cumulative = {**self.usage.as_dict(), "turns": self.turns}
             self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="line_repair"))
-            changed = line_repair.mutant(source, span, closed_fence(reply.content))
+            changed = line_repair.mutant(source, span, closed_fence(reply.content), kind)
             if changed is not None:
                 found.setdefault((changed.start, changed.after), changed)
         return list(found.values())
