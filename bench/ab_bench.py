@@ -512,6 +512,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "line_repair": {"pipeline": {"line_repair": True}},
     "line_repair_tempered": {"pipeline": {"line_repair": True, "line_passes": 2}},
     "line_insert": {"pipeline": {"line_repair": True, "line_insert": True}},
+    "line_entities_2": {"pipeline": {"line_repair": True, "line_entities": 2}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

@@ -11,7 +11,7 @@ from snaffle.agentless.config import switch_defaults
 from snaffle.agentless.line_repair import Span, statement_spans
 from snaffle.index.repo import RepoIndex
 from tests.helpers import Start, make_repo, stage_events
-from tests.test_facts import RAISING_ISSUE, SHELF_FILES, SHELF_SOURCE
+from tests.test_facts import RAISING_ISSUE, SHELF_FILES, SHELF_SOURCE, WRONG_VALUE_ISSUE
 from tests.test_pipeline import agentless, stages
 
 IF_LINE = '        if key in self.frozen or key.startswith("f"):'
@@ -256,3 +256,20 @@ def test_an_insert_pass_finds_the_missing_line_after_the_corrections_found_nothi
     assert "A line is missing right after this line:" in str(server.requests[2].body["messages"][-1]["content"])
     assert attempt.exit_status == "validated" and len(server.requests) == 4
     assert "     word = word.strip()\n+    word = word.replace('-', '_')\n" in attempt.patch
+
+
+def test_the_functions_among_the_first_candidates_are_asked_about_in_rank_order(
+    scripted: Start, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    unchanged = {"content": "```python\npass\n```"}
+    server = scripted([unchanged] * 8 + [SAMPLE])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_entities": 3, "top_k": 3}
+    agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, **options)
+    (asked,) = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    located = stage_events(out, "localize")[-1]["candidates"]
+    assert located[1] == "shelf/core.py::Shelf"  # a class: no statements of its own are asked about
+    assert asked["entities"] == [located[0], located[2]], (asked, located)
+    lines = int(asked["decision"].split(" of ")[1].split()[0])
+    assert len(server.requests) == lines + 1  # one call a line, then the rewrite sample

@@ -233,3 +233,14 @@ def test_no_config_file_is_read_unless_named(tmp_path: Path) -> None:
         {"value": "bubblewrap", "from": "default"},
         {"value": False, "from": "default"},
     )
+
+
+def test_the_line_repair_settings_are_settings_and_bad_values_are_refused(tmp_path: Path) -> None:
+    got = shown("solve", "-c", "line_entities=2", "--line-passes", "2", "--no-line-repair")
+    assert got["line_entities"] == {"value": 2, "from": "-c"}
+    assert got["line_passes"] == {"value": 2, "from": "flag"}
+    assert got["line_repair"] == {"value": False, "from": "flag"}
+    args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
+    refused(snaffle("solve", "--line-entities", "0", *args), "--line-entities must be at least 1")
+    passes = snaffle("solve", "--line-passes", "3", *args)
+    assert passes.returncode == 2 and "--line-passes: invalid choice: 3" in passes.stderr

@@ -54,6 +54,7 @@ FROM_DATA = (
     *ZERO_TOKEN_SWITCHES,
     *LINE_SWITCHES,
     "line_passes",
+    "line_entities",
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -191,6 +192,8 @@ class PipelineConfig:
     line_insert: bool = _from_data("line_insert")
     """With `line_repair`, while nothing is decisive: a last pass asks of each line whether one is missing after it."""
     line_passes: int = _from_data("line_passes")
+    line_entities: int = _from_data("line_entities")
+    """The first candidates whose statements are asked about (the functions among them, in rank order)."""
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)

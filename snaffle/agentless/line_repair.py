@@ -61,6 +61,17 @@ class Span:
     text: str
 
 
+@dataclass(frozen=True)
+class Target:
+    """One statement to ask about, with its file's source, its function's code (shown) and that function's
+    selector."""
+
+    span: Span
+    source: str
+    code: str
+    selector: str
+
+
 def statement_spans(source: str, entity: Entity, executed: Collection[int] | None = None) -> list[Span]:
     """The statements of `entity`'s body in file order: a simple statement whole, a compound one's header (`if`,
     `for`, `try:`, `except ...:`), its docstring left out; only those with a line in `executed` when given."""

@@ -81,6 +81,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
     ceiling = "the most samples --extra-samples draws (default %(default)s)"
     group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
+    entities = "with --line-repair: the first candidates whose statements are asked about (default %(default)s)"
+    group.add_argument("--line-entities", type=int, default=defaults.line_entities, help=entities)
     passes = "with --line-repair: 1, one greedy call per line; 2, each line again at the sample temperature while "
     group.add_argument(
         "--line-passes", type=int, choices=(1, 2), default=defaults.line_passes, help=passes + "nothing is decisive"
@@ -113,6 +115,8 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         raise UserError("--concurrency must be 0 (the endpoint's slots) or more")
     if args.max_samples < 1:
         raise UserError("--max-samples must be at least 1")
+    if args.line_entities < 1:
+        raise UserError("--line-entities must be at least 1")
     return PipelineConfig(
         samples=args.samples,
         temperature=args.sample_temperature,
@@ -124,6 +128,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         reproduce=args.reproduce,
         max_samples=args.max_samples,
         line_passes=args.line_passes,
+        line_entities=args.line_entities,
         one_entity_scope=args.one_entity_scope,
         **{name: getattr(args, name) for name in SWITCHES},
     )

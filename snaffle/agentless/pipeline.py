@@ -23,7 +23,6 @@ from snaffle.agentless.config import PipelineConfig, decode_config
 from snaffle.agentless.evidence import TEST_EVIDENCE_NAMES, Evidence, TestEvidence, Verdict, test_evidence
 from snaffle.agentless.facts import ExecutionFacts
 from snaffle.agentless.feedback import FollowUp, closed_fence, decode_model, follow_up_model, judge_all
-from snaffle.agentless.line_repair import Span
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.mutants import Mutant
 from snaffle.agentless.repair import RepairContext, repair_sample
@@ -208,35 +207,48 @@ class Pipeline:
         return bool(found)
 
     def line_corrections(self, index: RepoIndex, located: Localization) -> tuple[list[CandidatePatch], bool]:
-        """Each statement of the first-ranked function that the evidence ran is called wrong in turn and the model
+        """Each statement of the first-ranked functions that the evidence ran is called wrong in turn and the model
         answers with its correction (agentless/line_repair.py); the corrections are screened and validated as
         mutation's are. The calls never take the turns the samples need."""
         evidence = self.screening_evidence("line_repair", existing=True)
-        entity = next((index.resolve(c.selector) for c in located.entities if c.selector != c.path), None)
-        if not evidence or entity is None or entity.kind not in ("function", "method"):
-            if evidence:
-                self.stage("line_repair", "the first candidate is not a function")
+        if not evidence:
             return [], False
-        source = index.source(entity.path).decode("utf-8", errors="replace")
-        executed = self.screened_lines()
-        ran = executed.get(entity.path, frozenset()) if executed is not None else None
-        spans = line_repair.statement_spans(source, entity, ran)
-        code = "\n".join(source.split("\n")[entity.start_line : entity.end_line + 1])
+        targets = self.line_targets(index, located)
+        if not targets:
+            self.stage("line_repair", f"none of the first {self.config.line_entities} candidates is a function")
+            return [], False
         first = max(self.config.samples, self.config.max_samples) + mutation.screening_limits().max_survivors
         found: list[CandidatePatch] = []
         asked_before: set[tuple[int, str]] = set()
         for kind, temperature in self.line_passes():
-            asked = spans[: self.lines_allowed()]
-            answers = self.line_answers(source, code, asked, kind, temperature)
+            asked = targets[: self.lines_allowed()]
+            answers = self.line_answers(asked, kind, temperature)
             planned = [m for m in answers if (m.start, m.after) not in asked_before]
             asked_before |= {(m.start, m.after) for m in planned}
             decision = f"{len(planned)} corrections of {len(asked)} lines asked"
-            self.stage("line_repair", decision, entity=entity.selector, temperature=temperature, question=kind)
+            entities = list(dict.fromkeys(t.selector for t in asked))
+            self.stage("line_repair", decision, entities=entities, temperature=temperature, question=kind)
             more, stopped = self.screened("line_repair", planned, evidence, first + len(found))
             found += more
             if self.decisive("line_repair", found, stopped):
                 return found, True
         return found, False
+
+    def line_targets(self, index: RepoIndex, located: Localization) -> list[line_repair.Target]:
+        """The statements to ask about: of each function among the first `line_entities` candidates, in rank
+        order, those the screening evidence ran."""
+        executed = self.screened_lines()
+        selectors = [c.selector for c in located.entities if c.selector != c.path][: self.config.line_entities]
+        targets: list[line_repair.Target] = []
+        for entity in (index.resolve(s) for s in selectors):
+            if entity.kind not in ("function", "method"):
+                continue
+            source = index.source(entity.path).decode("utf-8", errors="replace")
+            ran = executed.get(entity.path, frozenset()) if executed is not None else None
+            code = "\n".join(source.split("\n")[entity.start_line : entity.end_line + 1])
+            spans = line_repair.statement_spans(source, entity, ran)
+            targets += [line_repair.Target(span, source, code, entity.selector) for span in spans]
+        return targets
 
     def line_passes(self) -> list[tuple[str, float]]:
         """(question, temperature) of each pass over the lines: is it wrong, greedy; with `line_passes` 2 again at
@@ -261,16 +273,15 @@ class Pipeline:
         samples = self.config.max_samples if self.config.extra_samples else self.config.samples
         return max(0, min(most, self.limits.max_turns - self.turns - samples))
 
-    def line_answers(
-        self, source: str, code: str, spans: Sequence[Span], kind: str, temperature: float
-    ) -> list[Mutant]:
-        """One call per span, in order; each answer as a mutant (distinct ones only). A cap reached ends the calls,
+    def line_answers(self, targets: Sequence[line_repair.Target], kind: str, temperature: float) -> list[Mutant]:
+        """One call per target, in order; each answer as a mutant (distinct ones only). A cap reached ends the calls,
         not the run: the samples have their own turns."""
         limits, found = line_repair.line_limits(), dict[tuple[int, str], Mutant]()
-        for span in spans:
+        for target in targets:
+            span = target.span
             config = replace(self.model, temperature=temperature, max_output_tokens=limits.max_tokens(span.text))
             model = OpenAIModel(replace(config, stop=decode_config().stop), deadline=self.deadline)
-            messages = line_repair.messages(self.task.issue, code, span, kind)
+            messages = line_repair.messages(self.task.issue, target.code, span, kind)
             try:
                 reply = model.complete(messages, [])
             except Interrupt as stop:
@@ -280,7 +291,7 @@ class Pipeline:
             self.account(Outcome("line_repair", "", usage, 1, 0))
             cumulative = {**self.usage.as_dict(), "turns": self.turns}
             self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="line_repair"))
-            changed = line_repair.mutant(source, span, closed_fence(reply.content), kind)
+            changed = line_repair.mutant(target.source, span, closed_fence(reply.content), kind)
             if changed is not None:
                 found.setdefault((changed.start, changed.after), changed)
         return list(found.values())
