@@ -4,10 +4,11 @@ A weak model finds the wrong line of a function poorly (the `line_diff` answer f
 rewrites whole definitions expensively, but told which line is wrong it often corrects it in a dozen tokens
 (session 31, 1.5B: each statement of the planted function called wrong in turn, one greedy call each; some answer
 passed the hidden test in 9 of the 17 A/B tasks tried). So the search over lines is the harness's:
-each statement of the first-ranked entity that the reproducing evidence ran is shown as "this line is wrong", one
-greedy call each, in a conversation whose prefix (the issue, the code) stays the same so the server reuses it. Each
-answer becomes a `Mutant` (agentless/mutants.py) screened like mutation's (agentless/mutation.py): a correct line
-that was never wrong changes behaviour, and the evidence rejects it.
+each statement of the first-ranked function (`line_entities`: of the functions among the first N candidates) that
+the screening evidence ran is shown as "this line is wrong" (or, in an insert pass, "a line is missing right after
+this line"), one call each, in a conversation whose prefix (the issue, the code) stays the same so the server
+reuses it. Each answer becomes a `Mutant` (agentless/mutants.py) screened like mutation's (agentless/mutation.py):
+a correct line that was never wrong changes behaviour, and the evidence rejects it.
 
 Pure: source text in, spans, prompts and mutants out; the pipeline makes the calls.
 """
