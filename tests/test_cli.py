@@ -119,7 +119,17 @@ def test_the_memory_cap_is_the_users_to_set(calc_repo: Path, scripted: Start, tm
     server = scripted([{"tool_calls": [flood]}, {"content": "DONE"}])
     out = tmp_path / "run"
     args = ["--repo", str(calc_repo), "--issue", CALC_ISSUE, "--base-url", server.base_url, "--model", "scripted"]
-    options = ["--loop", "--samples", "1", "--no-reproduce", "--memory-mb", "300", "--out", str(out)]
+    options = [
+        "--loop",
+        "--samples",
+        "1",
+        "--no-reproduce",
+        "--no-line-repair",
+        "--memory-mb",
+        "300",
+        "--out",
+        str(out),
+    ]
     proc = snaffle("solve", *args, *options)
     trajectory = read_trajectory(out / "trajectory.jsonl")
     assert next(trajectory.of_type("exit"))["status"] == "no_valid_patch", proc.stderr

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def solve_argv(repo: Path, base_url: str, out: Path, *extra: str) -> list[str]:
     args = ["solve", "--repo", str(repo), "--issue", CALC_ISSUE, "--base-url", base_url, "--model", "scripted"]
-    agentless = ["--one-shot", "--samples", "2", "--no-reproduce", "--no-early-stop", "--max-turns", "9"]
+    agentless = ["--one-shot", "--samples", "2", "--no-reproduce", "--no-early-stop", "--no-line-repair"]
+    agentless += ["--max-turns", "9"]
     agentless += ["--timeout", "600"]  # both samples drawn: the lines per sample are what is shown
     return [sys.executable, "-m", "snaffle.cli", *args, *agentless, "--out", str(out), *extra]
 

@@ -104,7 +104,9 @@ def test_a_run_with_a_python_without_coverage_goes_on_and_its_trajectory_says_wh
     python = bare_venv(tmp_path / "bare", with_pytest=True)
     server = scripted([edit("shelf/core.py::Shelf.total", " + 1\n", "\n"), DONE])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, switches=replace(switch_defaults(), issue_facts=True), reproduce=False)
+    pipeline = PipelineConfig(
+        samples=1, line_repair=False, switches=replace(switch_defaults(), issue_facts=True), reproduce=False
+    )
     config = SolveConfig(
         "agentless",
         ModelConfig(server.base_url, "scripted"),

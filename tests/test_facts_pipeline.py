@@ -24,7 +24,9 @@ def edit(selector: str, search: str, replace_with: str) -> dict[str, Any]:
 
 
 def run(repo: Path, issue: str, url: str, out: Path, **switches: bool) -> Attempt:
-    pipeline = PipelineConfig(samples=2, switches=replace(switch_defaults(), **switches), reproduce=False)
+    pipeline = PipelineConfig(
+        samples=2, line_repair=False, switches=replace(switch_defaults(), **switches), reproduce=False
+    )
     config = SolveConfig(
         "agentless", ModelConfig(url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
@@ -55,7 +57,9 @@ def test_without_issue_facts_no_snippet_runs(scripted: Start, tmp_path: Path) ->
     repo = make_repo(tmp_path / "shelf", SHELF_FILES)
     server = scripted([edit("shelf/core.py::Shelf.__setitem__", FIX, ""), DONE])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, switches=replace(switch_defaults(), issue_facts=False), reproduce=False)
+    pipeline = PipelineConfig(
+        samples=1, line_repair=False, switches=replace(switch_defaults(), issue_facts=False), reproduce=False
+    )
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
@@ -105,7 +109,7 @@ def test_by_default_a_patch_leaving_a_failing_related_test_draws_another_sample(
     right = edit("shelf/core.py::Shelf.total", " + 1\n", "\n")
     server = scripted([elsewhere, DONE, right, DONE])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, one_shot=False, reproduce=False)
+    pipeline = PipelineConfig(samples=1, one_shot=False, reproduce=False, line_repair=False)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
@@ -122,7 +126,9 @@ def test_a_reproducing_snippet_becomes_the_reproduction_test_without_a_model_cal
     repo = make_repo(tmp_path / "shelf", SHELF_FILES)
     server = scripted([edit("shelf/core.py::Shelf.__setitem__", FIX, ""), DONE])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, switches=replace(switch_defaults(), snippet_test=True), reproduce=True)
+    pipeline = PipelineConfig(
+        samples=1, line_repair=False, switches=replace(switch_defaults(), snippet_test=True), reproduce=True
+    )
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
@@ -145,7 +151,7 @@ def test_the_reproduction_prompt_says_what_the_snippet_did(scripted: Start, tmp_
     )
     out = tmp_path / "run"
     switches = replace(switch_defaults(), reproduce_facts=True, snippet_test=False)  # the model writes the test
-    pipeline = PipelineConfig(samples=1, switches=switches, reproduce=True)
+    pipeline = PipelineConfig(samples=1, line_repair=False, switches=switches, reproduce=True)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )

@@ -72,7 +72,7 @@ def dep_repo(root: Path) -> Path:
 
 def solve(repo: Path, out: Path, url: str, *extra: str) -> int:
     args = ["solve", "--repo", str(repo), "--issue", ISSUE, "--base-url", url, "--no-shim", "--out", str(out)]
-    return main([*args, "--samples", "1", "--one-shot", "--no-reproduce", *extra])
+    return main([*args, "--samples", "1", "--one-shot", "--no-reproduce", "--no-line-repair", *extra])
 
 
 def baseline(out: Path) -> dict[str, object]:

@@ -34,7 +34,12 @@ DEFAULT_LIMITS = Limits(max_turns=40)
 def run(repo: Path, url: str, out: Path, limits: Limits = DEFAULT_LIMITS, **pipeline: Any) -> Attempt:
     options = {"one_shot": True, "edit_format": "rewrite", "reproduce": False, "early_stop": False, **pipeline}
     config = SolveConfig(
-        "agentless", ModelConfig(url, "scripted"), limits, out, zero_pricer, pipeline=PipelineConfig(**options)
+        "agentless",
+        ModelConfig(url, "scripted"),
+        limits,
+        out,
+        zero_pricer,
+        pipeline=PipelineConfig(**{"line_repair": False, **options}),
     )
     return solve(Task(repo=repo, issue=ISSUE), config)
 

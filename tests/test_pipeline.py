@@ -406,7 +406,7 @@ def test_failing_test_drives_sbfl_stop_after_green_and_validation(
         Limits(max_turns=10),
         out,
         zero_pricer,
-        pipeline=PipelineConfig(samples=1),
+        pipeline=PipelineConfig(samples=1, line_repair=False),
     )
     task = Task(repo=calc_repo, issue="add is wrong", failing_test="tests/test_calc.py::test_add")
     attempt = solve(task, config)
@@ -480,7 +480,12 @@ def test_a_model_measured_to_do_better_one_shot_gets_it_by_default(
     out = tmp_path / "run"
     model = ModelConfig(server.base_url, "qwen2.5-coder-1.5b-instruct-q4_k_m")
     config = SolveConfig(
-        "agentless", model, Limits(max_turns=5), out, zero_pricer, pipeline=PipelineConfig(samples=1, reproduce=False)
+        "agentless",
+        model,
+        Limits(max_turns=5),
+        out,
+        zero_pricer,
+        pipeline=PipelineConfig(samples=1, reproduce=False, line_repair=False),
     )
     attempt = solve(Task(calc_repo, TRACEBACK_ISSUE), config)
     assert attempt.exit_status == "validated" and len(server.requests) == 1

@@ -213,6 +213,7 @@ def test_swebench_run_passes_the_agentless_options_to_each_instance(tmp_path: Pa
         str(tmp_path / "out"),
         "--work-dir",
         str(tmp_path / "work"),
+        "--no-line-repair",
         "--arm",
         "agentless",
         "--one-shot",

@@ -277,7 +277,7 @@ class Pipeline:
         """One call per target, in order; each answer as a mutant (distinct ones only). A cap reached ends the calls,
         not the run: the samples have their own turns."""
         limits, found = line_repair.line_limits(), dict[tuple[int, str], Mutant]()
-        for target in targets:
+        for number, target in enumerate(targets, 1):
             span = target.span
             config = replace(self.model, temperature=temperature, max_output_tokens=limits.max_tokens(span.text))
             model = OpenAIModel(replace(config, stop=decode_config().stop), deadline=self.deadline)
@@ -290,7 +290,7 @@ class Pipeline:
             usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
             self.account(Outcome("line_repair", "", usage, 1, 0))
             cumulative = {**self.usage.as_dict(), "turns": self.turns}
-            self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="line_repair"))
+            self.sink.write(model_call_event(number, messages, 0, reply, usage, cumulative, stage="line_repair"))
             changed = line_repair.mutant(target.source, span, closed_fence(reply.content), kind)
             if changed is not None:
                 found.setdefault((changed.start, changed.after), changed)
