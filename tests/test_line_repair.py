@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from snaffle.agentless import line_repair
-from snaffle.agentless.config import switch_defaults
+from snaffle.agentless.config import PipelineConfig, switch_defaults
 from snaffle.agentless.line_repair import Span, statement_spans
+from snaffle.exceptions import UserError
 from snaffle.index.repo import RepoIndex
 from tests.helpers import Start, make_repo, stage_events
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, SHELF_SOURCE, WRONG_VALUE_ISSUE
@@ -273,3 +276,8 @@ def test_the_functions_among_the_first_candidates_are_asked_about_in_rank_order(
     assert asked["entities"] == [located[0], located[2]], (asked, located)
     lines = int(asked["decision"].split(" of ")[1].split()[0])
     assert len(server.requests) == lines + 1  # one call a line, then the rewrite sample
+
+
+def test_a_pipeline_of_three_line_passes_is_refused() -> None:
+    with pytest.raises(UserError, match="line_passes = 3: expected 1 or 2"):
+        PipelineConfig(line_passes=3)

@@ -244,3 +244,4 @@ def test_the_line_repair_settings_are_settings_and_bad_values_are_refused(tmp_pa
     refused(snaffle("solve", "--line-entities", "0", *args), "--line-entities must be at least 1")
     passes = snaffle("solve", "--line-passes", "3", *args)
     assert passes.returncode == 2 and "--line-passes: invalid choice: 3" in passes.stderr
+    refused(snaffle("solve", "-c", "line_passes=3", *args), "line_passes = '3': expected one of 1, 2")

@@ -206,6 +206,8 @@ class PipelineConfig:
             raise UserError(
                 f"one_entity_scope = {self.one_entity_scope!r}: expected one of {', '.join(ONE_ENTITY_SCOPES)}"
             )
+        if self.line_passes not in (1, 2):
+            raise UserError(f"line_passes = {self.line_passes!r}: expected 1 or 2")
 
     def targets_one(self, sample: int) -> bool:
         """Whether sample `sample` rewrites one candidate only, the others shown as signatures."""
