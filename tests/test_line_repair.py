@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,10 @@ from snaffle.agentless import line_repair
 from snaffle.agentless.config import PipelineConfig, switch_defaults
 from snaffle.agentless.line_repair import Span, statement_spans
 from snaffle.exceptions import UserError
+from snaffle.index.parse import Entity
 from snaffle.index.repo import RepoIndex
+from snaffle.testing.scripted_server import ScriptedServer
+from snaffle.types import Attempt
 from tests.helpers import Start, make_repo, stage_events
 from tests.test_facts import RAISING_ISSUE, SHELF_FILES, SHELF_SOURCE, WRONG_VALUE_ISSUE
 from tests.test_pipeline import agentless, stages
@@ -20,6 +24,7 @@ from tests.test_pipeline import agentless, stages
 IF_LINE = '        if key in self.frozen or key.startswith("f"):'
 RAISE_LINE = '            raise ValueError(f"slot {key!r} is frozen")'
 RIGHT_IF = {"content": "```python\nif key in self.frozen:\n```"}
+WRONG_IF = {"content": '```python\nif key in self.frozen or key.startswith("fi"):\n```'}
 WRONG_RAISE = {"content": '```python\nraise ValueError(f"slot {key} is frozen")\n```'}
 SAMPLE = {"content": "```python\ndef __setitem__(self, key, value):\n    self.slots[key] = value\n```"}
 
@@ -45,7 +50,19 @@ FUNCTION = '''def pick(items, n=2):
 '''
 
 
-def entity(tmp_path: Path, source: str, selector: str):  # type: ignore[no-untyped-def]
+def shelf_run(
+    scripted: Start, tmp_path: Path, script: list[dict[str, Any]], issue: str = RAISING_ISSUE, **options: Any
+) -> tuple[Attempt, ScriptedServer, Path]:
+    """One one-shot sample on the shelf repository after line repair (on unless `options` say otherwise), the model
+    answering `script`: the run's attempt, the server and the run's directory."""
+    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
+    server = scripted(script)
+    out = tmp_path / "run"
+    pipeline = {"samples": 1, "one_shot": True, "line_repair": True, **options}
+    return agentless(repo, issue, server.base_url, out, **pipeline), server, out
+
+
+def entity(tmp_path: Path, source: str, selector: str) -> Entity:
     repo = make_repo(tmp_path / "repo", {"mod.py": source})
     return RepoIndex(repo).resolve(selector)
 
@@ -106,10 +123,7 @@ def test_the_prompt_keeps_the_issue_and_code_first_and_the_line_last() -> None:
 def test_the_right_correction_of_a_line_the_snippet_ran_ends_the_run_without_a_rewrite(
     scripted: Start, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
-    server = scripted([RIGHT_IF, WRONG_RAISE, SAMPLE])
-    out = tmp_path / "run"
-    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    attempt, server, out = shelf_run(scripted, tmp_path, [RIGHT_IF, WRONG_RAISE, SAMPLE])
     assert attempt.exit_status == "validated", stages(out)
     assert f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
     asked = [str(r.body["messages"][-1]["content"]) for r in server.requests]
@@ -121,32 +135,22 @@ def test_the_right_correction_of_a_line_the_snippet_ran_ends_the_run_without_a_r
 
 
 def test_corrections_that_leave_the_issue_reproduced_go_on_to_the_samples(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
-    wrong_if = {"content": '```python\nif key in self.frozen or key.startswith("fi"):\n```'}
-    server = scripted([wrong_if, WRONG_RAISE, SAMPLE])
-    out = tmp_path / "run"
-    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    attempt, server, out = shelf_run(scripted, tmp_path, [WRONG_IF, WRONG_RAISE, SAMPLE])
     assert len(server.requests) == 3  # two lines, then the rewrite sample
     assert [e["decision"] for e in stage_events(out, "line_repair")][1].startswith("0 of 2 mutants pass")
     assert attempt.exit_status == "validated" and stages(out)[-1] == ("select", "sample 0")
 
 
 def test_a_correction_that_hangs_is_stopped_and_the_run_goes_on(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
     hang = {"content": '```python\nif __import__("time").sleep(600) or key in self.frozen:\n```'}
-    server = scripted([hang, WRONG_RAISE, SAMPLE])
-    out = tmp_path / "run"
-    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=True)
+    attempt, server, out = shelf_run(scripted, tmp_path, [hang, WRONG_RAISE, SAMPLE])
     screened = stage_events(out, "line_repair")[1]
     assert screened["decision"].startswith("0 of 2 mutants pass") and screened["seconds"] < 60
     assert attempt.exit_status == "validated" and len(server.requests) == 3
 
 
 def test_without_the_switch_no_line_is_asked_about(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
-    server = scripted([SAMPLE])
-    out = tmp_path / "run"
-    agentless(repo, RAISING_ISSUE, server.base_url, out, samples=1, one_shot=True, line_repair=False)
+    _, server, out = shelf_run(scripted, tmp_path, [SAMPLE], line_repair=False)
     assert stage_events(out, "line_repair") == [] and len(server.requests) == 1
 
 
@@ -177,13 +181,8 @@ def test_a_related_test_failing_on_the_original_screens_the_corrections_of_a_pro
 
 
 def test_a_second_pass_asks_each_line_again_at_the_sample_temperature(scripted: Start, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
-    wrong_if = {"content": '```python\nif key in self.frozen or key.startswith("fi"):\n```'}
-    server = scripted([wrong_if, WRONG_RAISE, RIGHT_IF, WRONG_RAISE])
-    out = tmp_path / "run"
-    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_passes": 2, "sample_temperature": 0.8}
-    options["temperature"] = options.pop("sample_temperature")
-    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
+    script = [WRONG_IF, WRONG_RAISE, RIGHT_IF, WRONG_RAISE]
+    attempt, server, out = shelf_run(scripted, tmp_path, script, line_passes=2, temperature=0.8)
     assert [r.body.get("temperature") for r in server.requests] == [0.0, 0.0, 0.8, 0.8]
     asked = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
     assert [(e["decision"], e["temperature"]) for e in asked] == [
@@ -264,12 +263,9 @@ def test_an_insert_pass_finds_the_missing_line_after_the_corrections_found_nothi
 def test_the_functions_among_the_first_candidates_are_asked_about_in_rank_order(
     scripted: Start, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "shelf", SHELF_FILES)
     unchanged = {"content": "```python\npass\n```"}
-    server = scripted([unchanged] * 8 + [SAMPLE])
-    out = tmp_path / "run"
-    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_entities": 3, "top_k": 3}
-    agentless(repo, WRONG_VALUE_ISSUE, server.base_url, out, **options)
+    script = [unchanged] * 8 + [SAMPLE]
+    _, server, out = shelf_run(scripted, tmp_path, script, WRONG_VALUE_ISSUE, line_entities=3, top_k=3)
     (asked,) = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
     located = stage_events(out, "localize")[-1]["candidates"]
     assert located[1] == "shelf/core.py::Shelf"  # a class: no statements of its own are asked about

@@ -136,7 +136,13 @@ class DecodeConfig:
 
     def max_tokens(self, target_chars: int) -> int:
         """Tokens enough to rewrite a definition of `target_chars` characters, grown by the factor, plus slack."""
-        return int(target_chars / self.chars_per_token * self.token_factor) + self.token_slack
+        return token_bound(target_chars, self.chars_per_token, self.token_factor, self.token_slack)
+
+
+def token_bound(chars: int, chars_per_token: float, factor: float, slack: int) -> int:
+    """An answer's max_tokens: `chars` of code in tokens (`chars_per_token` underestimates code's, so the bound rarely
+    cuts), grown by `factor`, plus `slack` for the fence and a short sentence."""
+    return int(chars / chars_per_token * factor) + slack
 
 
 @cache
@@ -192,9 +198,9 @@ class PipelineConfig:
     line_insert: bool = _from_data("line_insert")
     """With `line_repair`, while nothing is decisive: a last pass asks of each line whether one is missing after it."""
     line_passes: int = _from_data("line_passes")
+    """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     line_entities: int = _from_data("line_entities")
     """The first candidates whose statements are asked about (the functions among them, in rank order)."""
-    """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

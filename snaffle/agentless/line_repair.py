@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 
 from snaffle import data, prompts
-from snaffle.agentless.mutants import Mutant
+from snaffle.agentless.config import token_bound
+from snaffle.agentless.mutants import Mutant, Source, parses
+from snaffle.agentless.normalize import is_docstring
 from snaffle.index.parse import Entity
 from snaffle.primitives.extract import code_blocks
 from snaffle.types import Message
@@ -44,7 +46,7 @@ class LineLimits:
 
     def max_tokens(self, span: str) -> int:
         """Tokens enough for a corrected `span`, grown by the factor, plus the fence and slack."""
-        return int(len(span.strip()) / self.chars_per_token * self.token_factor) + self.token_slack
+        return token_bound(len(span.strip()), self.chars_per_token, self.token_factor, self.token_slack)
 
 
 @cache
@@ -105,7 +107,7 @@ def _defined_at(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunction
 def _statements(body: list[ast.stmt]) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for statement in body:
-        if _is_docstring(statement) or isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if is_docstring(statement) or isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         blocks = _blocks(statement)
         if not blocks:
@@ -122,14 +124,6 @@ def _statements(body: list[ast.stmt]) -> list[tuple[int, int]]:
 
 def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
     return [b for f in ("body", "orelse", "finalbody") if (b := getattr(statement, f, None))]
-
-
-def _is_docstring(statement: ast.stmt) -> bool:
-    return (
-        isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Constant)
-        and isinstance(statement.value.value, str)
-    )
 
 
 QUESTIONS = {"replace": "line_repair.md", "insert": "line_insert.md"}
@@ -155,25 +149,22 @@ def mutant(source: str, span: Span, answer: str, kind: str = "replace") -> Mutan
     lines = source.split("\n")
     if not block.strip() or "\n".join(lines[span.start - 1 : span.end]) != span.text:
         return None
+    starts = Source(source).starts
     if kind == "insert":
-        return _inserted(lines, span, block)
-    after = _indented(block, _indent(span.text))
-    if after.split() == span.text.split() or not _parses([*lines[: span.start - 1], after, *lines[span.end :]]):
-        return None
-    start = _offset(lines, span.start - 1)
-    return Mutant(span.path, span.start, OPERATOR, start, start + len(span.text.encode()), span.text, after)
-
-
-def _inserted(lines: list[str], span: Span, block: str) -> Mutant | None:
-    following = next((line for line in lines[span.end :] if line.strip()), "")
-    opens = span.text.rstrip().endswith(":")
-    added = _indented(block, _indent(following) if opens else _indent(span.text))
-    if added.split() in (span.text.split(), following.split()):
-        return None  # the answer repeats the line it was shown or the one after it
-    if not _parses([*lines[: span.end], added, *lines[span.end :]]):
-        return None
-    at = _offset(lines, span.end)
-    return Mutant(span.path, span.end + 1, INSERT_OPERATOR, at, at, "", added + "\n")
+        following = next((line for line in lines[span.end :] if line.strip()), "")
+        opens = span.text.rstrip().endswith(":")
+        added = _indented(block, _indent(following) if opens else _indent(span.text))
+        if added.split() in (span.text.split(), following.split()):
+            return None  # the answer repeats the line it was shown or the one after it
+        at = starts[span.end]
+        change = Mutant(span.path, span.end + 1, INSERT_OPERATOR, at, at, "", added + "\n")
+    else:
+        after = _indented(block, _indent(span.text))
+        if after.split() == span.text.split():
+            return None
+        at = starts[span.start - 1]
+        change = Mutant(span.path, span.start, OPERATOR, at, at + len(span.text.encode()), span.text, after)
+    return change if parses(change.apply(source.encode())) else None
 
 
 def _indent(text: str) -> str:
@@ -182,16 +173,3 @@ def _indent(text: str) -> str:
 
 def _indented(block: str, indent: str) -> str:
     return "\n".join(indent + line if line.strip() else "" for line in block.split("\n"))
-
-
-def _parses(lines: list[str]) -> bool:
-    try:
-        ast.parse("\n".join(lines))
-    except SyntaxError:
-        return False
-    return True
-
-
-def _offset(lines: list[str], index: int) -> int:
-    """The UTF-8 byte offset where line `index` (0-based) starts."""
-    return len("\n".join(lines[:index]).encode()) + (1 if index > 0 else 0)

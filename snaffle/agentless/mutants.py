@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from snaffle import data
+from snaffle.agentless.normalize import is_docstring
 
 DATA_FILE = "mutation.toml"
 
@@ -143,7 +144,7 @@ class FileMutants:
                 line = self.source.data.count(b"\n", 0, begin) + 1
                 mutant = Mutant(self.path, line, operator, begin, stop, self.source.text(begin, stop), after)
                 result = mutant.apply(self.source.data)
-                if result not in self.seen and _parses(result):
+                if result not in self.seen and parses(result):
                     self.seen.add(result)
                     found.append(mutant)
         return found
@@ -162,7 +163,7 @@ def mutants(
     return [mutant for first, last in spans for mutant in file.within(first, last, lines)]
 
 
-def _parses(data: bytes) -> bool:
+def parses(data: bytes) -> bool:
     try:
         ast.parse(data)
     except (SyntaxError, ValueError):
@@ -331,7 +332,7 @@ def _negated(test: ast.AST, source: Source) -> Iterator[Change]:
 
 def _deleted(node: ast.stmt, source: Source) -> Iterator[Change]:
     """A simple statement alone on its lines, not a docstring, not its block's only statement."""
-    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+    if is_docstring(node):
         return
     start, end = source.span(node)
     line_start, line_end = source.starts[node.lineno - 1], source.starts[node.end_lineno or node.lineno]

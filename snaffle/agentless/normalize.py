@@ -59,11 +59,12 @@ def _interface(binding: Binding, package: str | None, exported: set[str]) -> boo
 def _drop_docstrings(tree: ast.Module) -> None:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and _is_docstring(body[0]):
+        if isinstance(body, list) and body and is_docstring(body[0]):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
 
 
-def _is_docstring(node: ast.stmt) -> bool:
+def is_docstring(node: ast.stmt) -> bool:
+    """A bare string statement (a docstring where it is its body's first)."""
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 

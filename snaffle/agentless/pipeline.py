@@ -219,12 +219,12 @@ class Pipeline:
             return [], False
         first = max(self.config.samples, self.config.max_samples) + mutation.screening_limits().max_survivors
         found: list[CandidatePatch] = []
-        asked_before: set[tuple[int, str]] = set()
+        screened_before: set[tuple[int, str]] = set()
         for kind, temperature in self.line_passes():
             asked = targets[: self.lines_allowed()]
             answers = self.line_answers(asked, kind, temperature)
-            planned = [m for m in answers if (m.start, m.after) not in asked_before]
-            asked_before |= {(m.start, m.after) for m in planned}
+            planned = [m for m in answers if (m.start, m.after) not in screened_before]
+            screened_before |= {(m.start, m.after) for m in planned}
             decision = f"{len(planned)} corrections of {len(asked)} lines asked"
             entities = list(dict.fromkeys(t.selector for t in asked))
             self.stage("line_repair", decision, entities=entities, temperature=temperature, question=kind)
@@ -259,7 +259,7 @@ class Pipeline:
     def screened_lines(self) -> dict[str, frozenset[int]] | None:
         """The lines the screening evidence ran: the issue's (`executed_lines`) and the related tests' failing on the
         original (SBFL's covered run of them); None when some evidence's lines are unknown."""
-        issue = self.executed_lines() if len(self.evidence) > 0 else {}
+        issue = self.executed_lines() if self.evidence else {}
         if not self.existing_failing:
             return issue
         existing = self.spectrum.failing_lines if self.spectrum is not None else {}
@@ -279,18 +279,16 @@ class Pipeline:
         limits, found = line_repair.line_limits(), dict[tuple[int, str], Mutant]()
         for number, target in enumerate(targets, 1):
             span = target.span
-            config = replace(self.model, temperature=temperature, max_output_tokens=limits.max_tokens(span.text))
-            model = OpenAIModel(replace(config, stop=decode_config().stop), deadline=self.deadline)
+            bound = limits.max_tokens(span.text)
+            config = replace(self.model, temperature=temperature, max_output_tokens=bound, stop=decode_config().stop)
+            model = OpenAIModel(config, deadline=self.deadline)
             messages = line_repair.messages(self.task.issue, target.code, span, kind)
             try:
                 reply = model.complete(messages, [])
             except Interrupt as stop:
                 self.stage("line_repair", f"calls stopped: {stop.message}")
                 break
-            usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
-            self.account(Outcome("line_repair", "", usage, 1, 0))
-            cumulative = {**self.usage.as_dict(), "turns": self.turns}
-            self.sink.write(model_call_event(number, messages, 0, reply, usage, cumulative, stage="line_repair"))
+            self.recorded(model, messages, reply, "line_repair", number)
             changed = line_repair.mutant(target.source, span, closed_fence(reply.content), kind)
             if changed is not None:
                 found.setdefault((changed.start, changed.after), changed)
@@ -434,11 +432,18 @@ class Pipeline:
         model = OpenAIModel(self.model, deadline=self.deadline, on_retry=self.retry_logger(-1))
         messages: list[Message] = [{"role": "user", "content": prompt}]
         reply = model.complete(messages, [])
-        usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
-        self.account(Outcome("reproduce", "", usage, 1, 0))
-        cumulative = {**self.usage.as_dict(), "turns": self.turns}
-        self.sink.write(model_call_event(1, messages, 0, reply, usage, cumulative, stage="reproduce"))
+        self.recorded(model, messages, reply, "reproduce")
         return code_blocks(reply.content)[0], reply.usage
+
+    def recorded(
+        self, model: OpenAIModel, messages: list[Message], reply: ModelReply, stage: str, turn: int = 1
+    ) -> None:
+        """A call made outside the samples, counted against the run's caps and written as a `model_call` with its
+        `stage`."""
+        usage = reply.usage.with_dollars(self.pricer(model.name, reply.usage))
+        self.account(Outcome(stage, "", usage, 1, 0))
+        cumulative = {**self.usage.as_dict(), "turns": self.turns}
+        self.sink.write(model_call_event(turn, messages, 0, reply, usage, cumulative, stage=stage))
 
     def repair(self, context: RepairContext) -> list[CandidatePatch]:
         """Draw the samples and validate them: all of them, then validation (the fixed plan), or batch by batch
