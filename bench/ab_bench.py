@@ -507,12 +507,14 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "feedback_partial": {"pipeline": {"feedback_partial": True}},
     "feedback_unapplied": {"pipeline": {"feedback_unapplied": True}},
     "kind_expectations": {"snippets": {"kind_expectations": True}},
+    "raised_expectations": {"snippets": {"raised_expectations": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
     "mutation": {"pipeline": {"mutation": True}},
     "line_repair": {"pipeline": {"line_repair": True}},
     "line_repair_tempered": {"pipeline": {"line_repair": True, "line_passes": 2}},
     "line_insert": {"pipeline": {"line_repair": True, "line_insert": True}},
     "line_entities_2": {"pipeline": {"line_repair": True, "line_entities": 2}},
+    "failing_by_function": {"pipeline": {"failing_by_function": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

@@ -31,15 +31,16 @@ from snaffle.agentless.validate import run_tests
 from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
-SWITCHES = ("infer_imports", "ordered_expectations", "indented_scripts", "kind_expectations")
+SWITCHES = ("infer_imports", "ordered_expectations", "indented_scripts", "kind_expectations", "raised_expectations")
 VARIANTS = {
     "today": {},
     "+imports": {"infer_imports": True},
     "+ordered": {"ordered_expectations": True},
     "+indented": {"indented_scripts": True},
     "+kind": {"ordered_expectations": True, "kind_expectations": True},
+    "+raised": {"ordered_expectations": True, "raised_expectations": True},
     "+all": dict.fromkeys(SWITCHES, True),
-    "+all-kind": {**dict.fromkeys(SWITCHES, True), "kind_expectations": False},
+    "+all-kind": {**dict.fromkeys(SWITCHES, True), "kind_expectations": False, "raised_expectations": False},
 }
 """The [snippets] switches each row turns on (the others off, every other key as in snaffle/data/agentless.toml)."""
 

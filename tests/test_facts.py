@@ -88,6 +88,7 @@ FAST = SnippetLimits(
     ordered_expectations=False,
     indented_scripts=False,
     kind_expectations=False,
+    raised_expectations=False,
 )
 INFER = replace(FAST, infer_imports=True, ordered_expectations=True)
 
@@ -243,6 +244,21 @@ def test_related_tests_that_fail_become_failing_tests_but_errors_do_not(shelf_re
     assert facts.existing_failures(before, index) == ("tests/test_total.py::test_total",)
     many = replace(before, passed=frozenset())
     assert facts.existing_failures(many, index) == ()  # most of the baseline failing: the environment, not the bug
+
+
+def test_a_parametrized_tests_failing_cases_count_once_against_the_cap(shelf_repo: Path, sandbox: Sandbox) -> None:
+    cases = ", ".join(str(n) for n in range(8))
+    (shelf_repo / "tests" / "test_many.py").write_text(
+        "import pytest\nfrom shelf import Shelf\n\n\n"
+        f"@pytest.mark.parametrize('n', [{cases}])\ndef test_total(n):\n    assert Shelf().total() == str(n)\n\n\n"
+        f"@pytest.mark.parametrize('n', [{cases}] * 3)\ndef test_keys(n):\n    assert Shelf().keys() == []\n"
+    )
+    index = RepoIndex(shelf_repo)
+    before = run_tests(Workspace.open(shelf_repo), sandbox, ["tests/test_core.py", "tests/test_many.py"])
+    assert len(before.asserted) == 8 and len(before.passed) > 8
+    assert facts.existing_failures(before, index) == (), "8 failing cases: over the cap of 5 tests"
+    failing = facts.existing_failures(before, index, by_function=True)
+    assert failing == tuple(f"tests/test_many.py::test_total[{n}]" for n in range(8)), "one function: under it"
 
 
 def test_a_session_pasted_without_its_import_is_run_after_the_packages_star_import(

@@ -230,3 +230,50 @@ def test_by_kind_leaves_out_what_does_not_single_out_one_line(issue: str, why: s
     extracted = extract(issue, ordered=True, by_kind=True)
     assert all(not s.expectations for s in extracted.snippets), why
     assert extracted.ambiguous, why
+
+
+RAISES = (
+    ">>> from calc import ordinal\n>>> ordinal(42)\n'42nd'\n>>> ordinal(1)\n"
+    "Traceback (most recent call last):\nIndexError: string index out of range\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("issue", "line", "expected"),
+    [
+        (RAISES + "Expected '1st'.\n", 2, "'1st'"),
+        (RAISES + "Expected '1st' (and '3rd', '7th' ...). Longer numbers work.\n", 2, "'1st'"),
+        (
+            ">>> import calc\n>>> calc.mean([])\nTraceback (most recent call last):\nZeroDivisionError\n\n"
+            "It should return 0.\n",
+            1,
+            "0",
+        ),
+    ],
+)
+def test_raised_one_literal_maps_onto_the_line_the_session_stopped_at(issue: str, line: int, expected: str) -> None:
+    extracted = extract(issue, ordered=True, raised=True)
+    (snippet,) = extracted.snippets
+    assert [(e.statement, e.expected) for e in snippet.expectations] == [(line, expected)]
+    assert extracted.ambiguous == ()
+    assert extract(issue, ordered=True).snippets[0].expectations == (), "not without the switch"
+
+
+@pytest.mark.parametrize(
+    ("issue", "why"),
+    [
+        (RAISES + "Expected `IndexError` to be a ValueError.\n", "a word follows the value"),
+        (RAISES + "Expected `ValueError`.\n", "a name, not a literal: not the raising line's value"),
+        (RAISES + "Expected '1st' and '2nd'.\n", "two values for one raising line"),
+        (RAISES + ">>> ordinal(2)\n'2nd'\n\nExpected '1st'.\n", "a session line follows the one that raised"),
+        (
+            RAISES + "and\n\n>>> from calc import ordinal\n>>> ordinal(3)\n"
+            "Traceback (most recent call last):\nIndexError: string index out of range\n\nExpected '1st'.\n",
+            "two sessions raise: which one the value is for is a guess",
+        ),
+    ],
+)
+def test_raised_leaves_out_what_does_not_single_out_the_raising_line(issue: str, why: str) -> None:
+    extracted = extract(issue, ordered=True, raised=True)
+    assert all(not s.expectations for s in extracted.snippets), why
+    assert extracted.ambiguous, why

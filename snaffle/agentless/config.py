@@ -37,6 +37,8 @@ ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 LINE_SWITCHES = ("line_repair", "line_insert")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
+EVIDENCE_SWITCHES = ("failing_by_function",)
+"""What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
     "temperature",
@@ -53,6 +55,7 @@ FROM_DATA = (
     *PROMPT_SWITCHES,
     *ZERO_TOKEN_SWITCHES,
     *LINE_SWITCHES,
+    *EVIDENCE_SWITCHES,
     "line_passes",
     "line_entities",
 )
@@ -201,6 +204,8 @@ class PipelineConfig:
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     line_entities: int = _from_data("line_entities")
     """The first candidates whose statements are asked about (the functions among them, in rank order)."""
+    failing_by_function: bool = _from_data("failing_by_function")
+    """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

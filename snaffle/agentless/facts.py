@@ -57,6 +57,8 @@ class SnippetLimits:
     """Markdown's indented code blocks are snippets too (snippets.indented_blocks)."""
     kind_expectations: bool
     """One stated value maps onto the only session line shown a literal of its kind (snippets._only_of_kind)."""
+    raised_expectations: bool
+    """One stated literal maps onto the line a session ends raising at (snippets._raising_line)."""
 
 
 SNIPPET_ENV = {"PYTHONHASHSEED": "0"}
@@ -380,7 +382,11 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     started = time.monotonic()
     limits = limits or snippet_limits()
     extracted: Extracted = extract(
-        issue, limits.ordered_expectations, limits.indented_scripts, limits.kind_expectations
+        issue,
+        limits.ordered_expectations,
+        limits.indented_scripts,
+        limits.kind_expectations,
+        limits.raised_expectations,
     )
     imports = RepoImports.read(root, issue) if limits.infer_imports else None
     runs = []
@@ -634,20 +640,28 @@ def _test_body(snippet: Snippet) -> str | None:
 
 
 MAX_EXISTING_FAILURES = 5
-"""More related tests failing before any edit than this is an environment's trouble, not the issue's bug."""
+"""More related tests (or test functions, see `existing_failures`) failing before any edit than this is an
+environment's trouble, not the issue's bug."""
 MAX_FAILING_SHARE = 0.5
 """Nor is a related-test baseline where more than this share of the tests fail."""
 
 
-def existing_failures(before: TestOutcomes, index: RepoIndex) -> tuple[str, ...]:
+def existing_failures(before: TestOutcomes, index: RepoIndex, by_function: bool = False) -> tuple[str, ...]:
     """Related tests that failed an assertion on the original (errors, collection errors and import failures are
-    not evidence), as pytest node ids; none when so many fail that the environment is the likelier cause."""
+    not evidence), as pytest node ids; none when so many fail that the environment is the likelier cause. With
+    `by_function` the cap counts test functions: a parametrized test's failing cases count once."""
     failed = sorted(before.asserted)
     ran = len(before.passed) + len(failed)
-    if not failed or len(failed) > MAX_EXISTING_FAILURES or len(failed) > MAX_FAILING_SHARE * ran:
+    counted = len({test_function(name) for name in failed}) if by_function else len(failed)
+    if not failed or counted > MAX_EXISTING_FAILURES or len(failed) > MAX_FAILING_SHARE * ran:
         return ()
     files = set(index.files())
     return tuple(node for name in failed if (node := node_id(name, files)) is not None)
+
+
+def test_function(junit_name: str) -> str:
+    """`tests.test_x::test_one[3-4]` -> `tests.test_x::test_one`: the function a parametrized case belongs to."""
+    return junit_name.split("[", 1)[0]
 
 
 def node_id(junit_name: str, files: set[str]) -> str | None:

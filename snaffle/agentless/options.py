@@ -9,6 +9,7 @@ import argparse
 
 from snaffle import data
 from snaffle.agentless.config import (
+    EVIDENCE_SWITCHES,
     EXECUTION_SWITCHES,
     LINE_SWITCHES,
     ONE_ENTITY_SCOPES,
@@ -89,7 +90,14 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-SWITCHES = (*EXECUTION_SWITCHES, *SAMPLING_SWITCHES, *PROMPT_SWITCHES, *ZERO_TOKEN_SWITCHES, *LINE_SWITCHES)
+SWITCHES = (
+    *EXECUTION_SWITCHES,
+    *SAMPLING_SWITCHES,
+    *PROMPT_SWITCHES,
+    *ZERO_TOKEN_SWITCHES,
+    *LINE_SWITCHES,
+    *EVIDENCE_SWITCHES,
+)
 """The [pipeline] switches a run may set: `--NAME` / `--no-NAME`, or `-c NAME=true`."""
 SWITCH_HELP = {
     "feedback": "a one-shot sample whose patch fails the evidence is told the failure and asked again",
@@ -105,6 +113,7 @@ SWITCH_HELP = {
     "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
     "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
     "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
+    "failing_by_function": "related tests failing on the original are capped per test function, not per case",
 }
 
 

@@ -371,7 +371,7 @@ class Pipeline:
         """Related tests failing on the original become the failing tests when none was given."""
         if self.task.failing_test is not None or not self.config.uses("failing_existing"):
             return False
-        self.existing_failing = snippet_facts.existing_failures(self.before, index)
+        self.existing_failing = snippet_facts.existing_failures(self.before, index, self.config.failing_by_function)
         decision = (
             f"{len(self.existing_failing)} related tests fail on the original" if self.existing_failing else "none"
         )

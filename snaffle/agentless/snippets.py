@@ -87,10 +87,13 @@ class Extracted:
     ambiguous: tuple[str, ...] = ()
 
 
-def extract(text: str, ordered: bool = False, indented: bool = False, by_kind: bool = False) -> Extracted:
+def extract(
+    text: str, ordered: bool = False, indented: bool = False, by_kind: bool = False, raised: bool = False
+) -> Extracted:
     """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (`indented`: and
     Markdown's indented code blocks), then `python -c`; `ordered`: stated values map in order onto as many session
-    lines (`ordered_expectations`); `by_kind`: one stated value maps onto the only line shown a value of its kind."""
+    lines (`ordered_expectations`); `by_kind`: one stated value maps onto the only line shown a value of its kind;
+    `raised`: one stated literal maps onto the line a session ends raising at (`_raising_line`)."""
     text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
@@ -101,7 +104,7 @@ def extract(text: str, ordered: bool = False, indented: bool = False, by_kind: b
         found += [Snippet("script", (Statement(code),)) for code in indented_blocks(text) if acts(code)]
     found += [Snippet("command", (Statement(code),)) for code in commands(text)]
     unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
-    return attach_expectations(unique, text, ordered, by_kind)
+    return attach_expectations(unique, text, ordered, by_kind, raised)
 
 
 def sessions(text: str) -> list[tuple[Statement, ...]]:
@@ -221,7 +224,9 @@ def is_traceback(shown: str) -> bool:
     return TRACEBACK_HEAD in shown or bool(re.search(r"^\w*(?:Error|Exception)\b", shown, re.MULTILINE))
 
 
-def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = False, by_kind: bool = False) -> Extracted:
+def attach_expectations(
+    snippets: list[Snippet], text: str, ordered: bool = False, by_kind: bool = False, raised: bool = False
+) -> Extracted:
     """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
     ones only when the whole issue shows exactly one value-printing session line (`ordered`: the one statement of
     values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left out."""
@@ -238,7 +243,7 @@ def attach_expectations(snippets: list[Snippet], text: str, ordered: bool = Fals
     lines = [(n, i) for n, s in enumerate(snippets) if s.kind == "session" for i in s.expression_lines()]
     lines = [spot for spot in lines if spot not in taken]
     found, left_out = (
-        ordered_expectations(snippets, text, lines, by_kind) if ordered else _implicit(snippets, text, lines)
+        ordered_expectations(snippets, text, lines, by_kind, raised) if ordered else _implicit(snippets, text, lines)
     )
     for snippet, expectation in found:
         keyed.setdefault(snippet, []).append(expectation)
@@ -261,21 +266,26 @@ def _implicit(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) 
 
 
 def ordered_expectations(
-    snippets: list[Snippet], text: str, lines: list[tuple[int, int]], by_kind: bool = False
+    snippets: list[Snippet], text: str, lines: list[tuple[int, int]], by_kind: bool = False, raised: bool = False
 ) -> Mapped:
     """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
     values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
     sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
     the one the user was shown and is of its kind. `by_kind`: one value and several lines maps onto the only line
     the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and `2 in sl`
-    showed `True`)."""
+    showed `True`). `raised`: in sessions that show one traceback, one stated literal maps onto the line that
+    raised when it is the session's last (`_raising_line`)."""
     starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
     stated = [(m, stated_values(text, m.end())) for m in starts]
     said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
     if not stated:
         return [], []
     values = stated[0][1]
-    if len(stated) != 1 or _shows_traceback(snippets, lines):
+    if len(stated) != 1:
+        return [], said
+    if raised and (spot := _raising_line(snippets, values)):
+        return [(spot[0], Expectation(spot[1], values[0], said[0]))], []
+    if _shows_traceback(snippets, lines):
         return [], said
     if len(values) != len(lines):
         spot = _only_of_kind(snippets, lines, values) if by_kind else None
@@ -301,6 +311,22 @@ def _only_of_kind(
         and _plausible(snippets[n].statements[i].shown, values[0])
     ]
     return spots[0] if len(spots) == 1 else None
+
+
+def _raising_line(snippets: list[Snippet], values: tuple[str, ...]) -> tuple[int, int] | None:
+    """The expression line a session stopped at with a traceback, when the one value stated is a literal (`'1st'`,
+    `[]`, not a name such as `ValueError`), no other session line shows a traceback, and no session line comes after
+    it; None otherwise."""
+    if len(values) != 1 or _literal_kind(values[0]) is None:
+        return None
+    sessions = [(n, s.statements) for n, s in enumerate(snippets) if s.kind == "session"]
+    raising = [(n, i) for n, lines in sessions for i, line in enumerate(lines) if is_traceback(line.shown)]
+    if len(raising) != 1:
+        return None
+    n, i = raising[0]
+    statements = snippets[n].statements
+    last = n == sessions[-1][0] and i == len(statements) - 1
+    return raising[0] if last and is_expr(statements[i].source) else None
 
 
 def _shows_traceback(snippets: list[Snippet], lines: list[tuple[int, int]]) -> bool:
