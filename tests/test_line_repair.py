@@ -277,3 +277,41 @@ def test_the_functions_among_the_first_candidates_are_asked_about_in_rank_order(
 def test_a_pipeline_of_three_line_passes_is_refused() -> None:
     with pytest.raises(UserError, match="line_passes = 3: expected 1 or 2"):
         PipelineConfig(line_passes=3)
+
+
+ORIGIN_ISSUE = """describe() shows the wrong values
+
+    >>> from shelf import Shelf, describe
+    >>> s = Shelf()
+    >>> s["a"] = "apple"
+    >>> describe(s)
+    'a=APPLE'
+
+I expected `describe(s)` to return `'a=apple'`.
+"""
+GETITEM_LINE = "        return self.slots[key]"
+
+
+@pytest.mark.parametrize("origin_first", [False, True])
+def test_origin_first_asks_first_about_the_function_the_wrong_value_came_from(
+    scripted: Start, tmp_path: Path, origin_first: bool
+) -> None:
+    files = dict(SHELF_FILES)
+    files["shelf/core.py"] = SHELF_SOURCE.replace(GETITEM_LINE, GETITEM_LINE + ".upper()")
+    repo = make_repo(tmp_path / "shelf", files)
+    right = {"content": "```python\nreturn self.slots[key]\n```"}
+    server = scripted([right, right, SAMPLE])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_passes": 1}
+    attempt = agentless(repo, ORIGIN_ISSUE, server.base_url, out, line_origin_first=origin_first, **options)
+    (origin,) = stage_events(out, "value_origin")
+    assert list(origin["calls"]) == ["shelf/core.py::Shelf.__getitem__"]
+    located = stage_events(out, "localize")[-1]["candidates"]
+    assert located[0] == "shelf/core.py::describe", "the issue names describe(): it ranks first"
+    asked = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]][0]
+    if not origin_first:
+        assert asked["entities"] == ["shelf/core.py::describe"]
+        return
+    assert asked["entities"] == ["shelf/core.py::Shelf.__getitem__"]
+    assert attempt.exit_status == "validated" and len(server.requests) == 1, "the one line, corrected: no sample"
+    assert (repo / "shelf" / "core.py").read_text() == SHELF_SOURCE

@@ -35,7 +35,7 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-LINE_SWITCHES = ("line_repair", "line_insert")
+LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 EVIDENCE_SWITCHES = ("failing_by_function",)
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
@@ -200,6 +200,9 @@ class PipelineConfig:
     it; the corrections are screened like mutants, before any sample (agentless/line_repair.py)."""
     line_insert: bool = _from_data("line_insert")
     """With `line_repair`, while nothing is decisive: a last pass asks of each line whether one is missing after it."""
+    line_origin_first: bool = _from_data("line_origin_first")
+    """With `line_repair`: a located function a reproduced wrong value came from (`value_origin`) is asked about
+    first, whatever its rank."""
     line_passes: int = _from_data("line_passes")
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     line_entities: int = _from_data("line_entities")

@@ -113,6 +113,7 @@ SWITCH_HELP = {
     "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
     "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
     "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
+    "line_origin_first": "with --line-repair: the located function a wrong value came from is asked about first",
     "failing_by_function": "related tests failing on the original are capped per test function, not per case",
 }
 

@@ -102,6 +102,8 @@ class Pipeline:
         self.test_runs = 0
         self.facts: ExecutionFacts | None = None
         self.existing_failing: tuple[str, ...] = ()
+        self.origins: list[str] = []
+        """Selectors of the calls that first returned the wrong part of a reproduced wrong value (`value_origin`)."""
         self.spectrum: Spectrum | None = None
         """SBFL's covered run of the failing tests, when there are any."""
         self.evidence: list[Evidence] = []
@@ -236,9 +238,13 @@ class Pipeline:
 
     def line_targets(self, index: RepoIndex, located: Localization) -> list[line_repair.Target]:
         """The statements to ask about: of each function among the first `line_entities` candidates, in rank
-        order, those the screening evidence ran."""
+        order (with `line_origin_first`, a located function the wrong value came from first), those the screening
+        evidence ran."""
         executed = self.screened_lines()
-        selectors = [c.selector for c in located.entities if c.selector != c.path][: self.config.line_entities]
+        ranked = [c.selector for c in located.entities if c.selector != c.path]
+        if self.config.line_origin_first:
+            ranked = [s for s in self.origins if s in ranked] + [s for s in ranked if s not in self.origins]
+        selectors = ranked[: self.config.line_entities]
         targets: list[line_repair.Target] = []
         for entity in (index.resolve(s) for s in selectors):
             if entity.kind not in ("function", "method"):
@@ -350,6 +356,7 @@ class Pipeline:
             return {}
         started = time.monotonic()
         found = origin.origins(self.facts, index, self.workspace.root, self.sandbox, self.config.snippets)
+        self.origins = list(dict.fromkeys(o.entity.selector for o in found))
         if found:
             lines = {o.entity.selector: o.line for o in found}
             seconds = round(time.monotonic() - started, 2)
