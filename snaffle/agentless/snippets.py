@@ -274,7 +274,7 @@ def ordered_expectations(
     the one the user was shown and is of its kind. `by_kind`: one value and several lines maps onto the only line
     the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and `2 in sl`
     showed `True`). `raised`: in sessions that show one traceback, one stated literal maps onto the line that
-    raised when it is the session's last (`_raising_line`)."""
+    raised when no session line comes after it (`_raising_line`)."""
     starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
     stated = [(m, stated_values(text, m.end())) for m in starts]
     said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
@@ -319,13 +319,13 @@ def _raising_line(snippets: list[Snippet], values: tuple[str, ...]) -> tuple[int
     it; None otherwise."""
     if len(values) != 1 or _literal_kind(values[0]) is None:
         return None
-    sessions = [(n, s.statements) for n, s in enumerate(snippets) if s.kind == "session"]
-    raising = [(n, i) for n, lines in sessions for i, line in enumerate(lines) if is_traceback(line.shown)]
+    sessions = [n for n, s in enumerate(snippets) if s.kind == "session"]
+    raising = [(n, i) for n in sessions for i, line in enumerate(snippets[n].statements) if is_traceback(line.shown)]
     if len(raising) != 1:
         return None
     n, i = raising[0]
     statements = snippets[n].statements
-    last = n == sessions[-1][0] and i == len(statements) - 1
+    last = n == sessions[-1] and i == len(statements) - 1
     return raising[0] if last and is_expr(statements[i].source) else None
 
 
