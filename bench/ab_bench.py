@@ -516,6 +516,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "line_entities_2": {"pipeline": {"line_repair": True, "line_entities": 2}},
     "failing_by_function": {"pipeline": {"failing_by_function": True}},
     "line_origin_first": {"pipeline": {"line_repair": True, "line_origin_first": True}},
+    "line_nested": {"pipeline": {"line_repair": True, "line_nested": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

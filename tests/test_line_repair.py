@@ -84,6 +84,15 @@ def test_a_function_is_asked_about_statement_by_statement_headers_alone(tmp_path
     assert spans[3].text == "            out.append(\n                item,\n            )"
 
 
+def test_a_nested_functions_statements_are_asked_about_only_with_nested(tmp_path: Path) -> None:
+    pick = entity(tmp_path, FUNCTION, "mod.py::pick")
+    flat = [(s.start, s.end) for s in statement_spans(FUNCTION, pick)]
+    nested = [(s.start, s.end) for s in statement_spans(FUNCTION, pick, nested=True)]
+    assert (13, 13) not in flat, "inner()'s `return 1` is its own entity's line"
+    assert nested == sorted([*flat, (13, 13)]), "with nested: in file order, its header still left out"
+    assert statement_spans(FUNCTION, pick, frozenset({13}), nested=True)[0].text == "        return 1"
+
+
 def test_only_the_statements_the_evidence_ran_are_asked_about(tmp_path: Path) -> None:
     spans = statement_spans(FUNCTION, entity(tmp_path, FUNCTION, "mod.py::pick"), executed={4, 5, 7, 19})
     assert [s.start for s in spans] == [4, 5, 6, 19]
@@ -315,3 +324,62 @@ def test_origin_first_asks_first_about_the_function_the_wrong_value_came_from(
     assert asked["entities"] == ["shelf/core.py::Shelf.__getitem__"]
     assert attempt.exit_status == "validated" and len(server.requests) == 1, "the one line, corrected: no sample"
     assert (repo / "shelf" / "core.py").read_text() == SHELF_SOURCE
+
+
+PAIRS_SOURCE = '''def parse_pairs(text):
+    """`a=1,b=2` as a dict; a pair without `=` is refused."""
+
+    def pair(item):
+        key, sep, value = item.partition("=")
+        if not sep and not key:
+            raise ValueError(f"no '=' in {item!r}")
+        return key, value
+
+    return dict(pair(item) for item in text.split(","))
+'''
+PAIRS_TESTS = """from pairs import parse_pairs
+
+
+def test_pairs():
+    assert parse_pairs("a=1,b=2") == {"a": "1", "b": "2"}
+
+
+def test_a_pair_without_equals_is_refused():
+    try:
+        parse_pairs("a=1,b")
+    except ValueError:
+        return
+    assert False, "no ValueError"
+"""
+PAIRS_ISSUE = """parse_pairs accepts a pair without '='
+
+parse_pairs("a=1,b") gives me {'a': '1', 'b': ''} instead of refusing the second pair, as its docstring says.
+"""
+WRONG_IF_LINE = "        if not sep and not key:"
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_wrong_line_in_a_nested_function_is_asked_about_and_corrected_only_with_nested(
+    scripted: Start, tmp_path: Path, nested: bool
+) -> None:
+    files = {"pairs.py": PAIRS_SOURCE, "tests/test_pairs.py": PAIRS_TESTS}
+    repo = make_repo(tmp_path / "pairs", files)
+    other = {"content": "```python\npass\n```"}
+    right = {"content": "```python\nif not sep:\n```"}
+    wrong_rewrite = {"content": "```python\ndef parse_pairs(text):\n    return {}\n```"}
+    script = [other, right, other, other, wrong_rewrite] if nested else [right, wrong_rewrite]
+    server = scripted(script)
+    out = tmp_path / "run"
+    switches = replace(switch_defaults(), failing_existing=True)
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_passes": 1, "reproduce": False}
+    attempt = agentless(repo, PAIRS_ISSUE, server.base_url, out, switches=switches, line_nested=nested, **options)
+    (asked,) = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    assert asked["entities"] == ["pairs.py::parse_pairs"]
+    if not nested:
+        assert "of 1 lines asked" in asked["decision"], "only parse_pairs' own `return`"
+        assert attempt.exit_status != "validated"
+        return
+    assert "of 4 lines asked" in asked["decision"], "pair()'s statements the failing test ran, then the `return`"
+    assert WRONG_IF_LINE.strip() in str(server.requests[1].body["messages"][-1]["content"])
+    assert attempt.exit_status == "validated" and len(server.requests) == 4, "the nested line, corrected: no sample"
+    assert f"-{WRONG_IF_LINE}\n+        if not sep:\n" in attempt.patch

@@ -35,7 +35,7 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first")
+LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 EVIDENCE_SWITCHES = ("failing_by_function",)
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
@@ -203,6 +203,9 @@ class PipelineConfig:
     line_origin_first: bool = _from_data("line_origin_first")
     """With `line_repair`: a located function a reproduced wrong value came from (`value_origin`) is asked about
     first, whatever its rank."""
+    line_nested: bool = _from_data("line_nested")
+    """With `line_repair`: the statements of a function nested in an asked function are asked about too (its code
+    is shown with them; alone it is another candidate)."""
     line_passes: int = _from_data("line_passes")
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     line_entities: int = _from_data("line_entities")

@@ -75,9 +75,12 @@ class Target:
     selector: str
 
 
-def statement_spans(source: str, entity: Entity, executed: Collection[int] | None = None) -> list[Span]:
+def statement_spans(
+    source: str, entity: Entity, executed: Collection[int] | None = None, nested: bool = False
+) -> list[Span]:
     """The statements of `entity`'s body in file order: a simple statement whole, a compound one's header (`if`,
-    `for`, `try:`, `except ...:`), its docstring left out; only those with a line in `executed` when given."""
+    `for`, `try:`, `except ...:`), its docstring left out; only those with a line in `executed` when given. A nested
+    function's statements (not its `def`) are the entity's too when `nested`: its code is shown with them."""
     lines = source.split("\n")
     try:
         tree = ast.parse(source)
@@ -86,7 +89,7 @@ def statement_spans(source: str, entity: Entity, executed: Collection[int] | Non
     node = _defined_at(tree, entity.start_line + 1)
     if node is None:
         return []
-    found = sorted(set(_statements(node.body)))
+    found = sorted(set(_statements(node.body, nested)))
     ran = set(executed) if executed is not None else None
     return [
         Span(entity.path, a, b, "\n".join(lines[a - 1 : b]))
@@ -104,9 +107,12 @@ def _defined_at(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunction
     return None
 
 
-def _statements(body: list[ast.stmt]) -> list[tuple[int, int]]:
+def _statements(body: list[ast.stmt], nested: bool = False) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for statement in body:
+        if nested and isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += _statements(statement.body, nested)
+            continue
         if is_docstring(statement) or isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         blocks = _blocks(statement)
@@ -115,10 +121,10 @@ def _statements(body: list[ast.stmt]) -> list[tuple[int, int]]:
             continue
         found.append((statement.lineno, max(statement.lineno, blocks[0][0].lineno - 1)))
         for block in blocks:
-            found += _statements(block)
+            found += _statements(block, nested)
         for handler in getattr(statement, "handlers", []):
             found.append((handler.lineno, max(handler.lineno, handler.body[0].lineno - 1)))
-            found += _statements(handler.body)
+            found += _statements(handler.body, nested)
     return found
 
 

@@ -114,6 +114,7 @@ SWITCH_HELP = {
     "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
     "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
     "line_origin_first": "with --line-repair: the located function a wrong value came from is asked about first",
+    "line_nested": "with --line-repair: the lines of a function nested in the asked one are asked about too",
     "failing_by_function": "related tests failing on the original are capped per test function, not per case",
 }
 

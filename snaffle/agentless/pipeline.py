@@ -252,7 +252,7 @@ class Pipeline:
             source = index.source(entity.path).decode("utf-8", errors="replace")
             ran = executed.get(entity.path, frozenset()) if executed is not None else None
             code = "\n".join(source.split("\n")[entity.start_line : entity.end_line + 1])
-            spans = line_repair.statement_spans(source, entity, ran)
+            spans = line_repair.statement_spans(source, entity, ran, self.config.line_nested)
             targets += [line_repair.Target(span, source, code, entity.selector) for span in spans]
         return targets
 
