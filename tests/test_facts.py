@@ -258,6 +258,7 @@ def test_a_parametrized_tests_failing_cases_count_once_against_the_cap(shelf_rep
     assert len(before.asserted) == 8 and len(before.passed) > 8
     assert facts.existing_failures(before, index) == (), "8 failing cases: over the cap of 5 tests"
     failing = facts.existing_failures(before, index, by_function=True)
+    assert facts.existing_failures(before, index, cap=8) == failing, "8 cases, under a cap of 8"
     assert failing == tuple(f"tests/test_many.py::test_total[{n}]" for n in range(8)), "one function: under it"
 
 

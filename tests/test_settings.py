@@ -245,3 +245,11 @@ def test_the_line_repair_settings_are_settings_and_bad_values_are_refused(tmp_pa
     passes = snaffle("solve", "--line-passes", "3", *args)
     assert passes.returncode == 2 and "--line-passes: invalid choice: 3" in passes.stderr
     refused(snaffle("solve", "-c", "line_passes=3", *args), "line_passes = '3': expected one of 1, 2")
+
+
+def test_the_existing_failures_cap_is_a_setting_and_below_one_is_refused(tmp_path: Path) -> None:
+    got = shown("solve", "-c", "max_existing_failures=12", "--line-nested")
+    assert got["max_existing_failures"] == {"value": 12, "from": "-c"}
+    assert got["line_nested"] == {"value": True, "from": "flag"}
+    args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
+    refused(snaffle("solve", "--max-existing-failures", "0", *args), "max_existing_failures = 0: expected 1 or more")

@@ -58,6 +58,7 @@ FROM_DATA = (
     *EVIDENCE_SWITCHES,
     "line_passes",
     "line_entities",
+    "max_existing_failures",
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -210,6 +211,9 @@ class PipelineConfig:
     """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
     line_entities: int = _from_data("line_entities")
     """The first candidates whose statements are asked about (the functions among them, in rank order)."""
+    max_existing_failures: int = _from_data("max_existing_failures")
+    """Related tests failing an assertion on the original are evidence up to this many (more: the environment's
+    trouble, not the issue's bug) and half the baseline."""
     failing_by_function: bool = _from_data("failing_by_function")
     """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
@@ -225,6 +229,8 @@ class PipelineConfig:
             )
         if self.line_passes not in (1, 2):
             raise UserError(f"line_passes = {self.line_passes!r}: expected 1 or 2")
+        if self.max_existing_failures < 1:
+            raise UserError(f"max_existing_failures = {self.max_existing_failures!r}: expected 1 or more")
 
     def targets_one(self, sample: int) -> bool:
         """Whether sample `sample` rewrites one candidate only, the others shown as signatures."""

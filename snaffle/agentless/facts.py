@@ -639,21 +639,21 @@ def _test_body(snippet: Snippet) -> str | None:
     return "\n".join(lines) if lines else None
 
 
-MAX_EXISTING_FAILURES = 5
-"""More related tests (or test functions, see `existing_failures`) failing before any edit than this is an
-environment's trouble, not the issue's bug."""
 MAX_FAILING_SHARE = 0.5
 """Nor is a related-test baseline where more than this share of the tests fail."""
 
 
-def existing_failures(before: TestOutcomes, index: RepoIndex, by_function: bool = False) -> tuple[str, ...]:
+def existing_failures(
+    before: TestOutcomes, index: RepoIndex, cap: int = 5, by_function: bool = False
+) -> tuple[str, ...]:
     """Related tests that failed an assertion on the original (errors, collection errors and import failures are
-    not evidence), as pytest node ids; none when so many fail that the environment is the likelier cause. With
-    `by_function` the cap counts test functions: a parametrized test's failing cases count once."""
+    not evidence), as pytest node ids; none when more than `cap` fail, or over `MAX_FAILING_SHARE` of them, so that
+    the environment is the likelier cause. With `by_function` the cap counts test functions: a parametrized test's
+    failing cases count once."""
     failed = sorted(before.asserted)
     ran = len(before.passed) + len(failed)
     counted = len({test_function(name) for name in failed}) if by_function else len(failed)
-    if not failed or counted > MAX_EXISTING_FAILURES or len(failed) > MAX_FAILING_SHARE * ran:
+    if not failed or counted > cap or len(failed) > MAX_FAILING_SHARE * ran:
         return ()
     files = set(index.files())
     return tuple(node for name in failed if (node := node_id(name, files)) is not None)

@@ -84,6 +84,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--max-samples", type=int, default=defaults.max_samples, help=ceiling)
     entities = "with --line-repair: the first candidates whose statements are asked about (default %(default)s)"
     group.add_argument("--line-entities", type=int, default=defaults.line_entities, help=entities)
+    failing = "related tests failing on the original are evidence up to this many (default %(default)s)"
+    group.add_argument("--max-existing-failures", type=int, default=defaults.max_existing_failures, help=failing)
     passes = "with --line-repair: 1, one greedy call per line; 2, each line again at the sample temperature while "
     group.add_argument(
         "--line-passes", type=int, choices=(1, 2), default=defaults.line_passes, help=passes + "nothing is decisive"
@@ -140,6 +142,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         max_samples=args.max_samples,
         line_passes=args.line_passes,
         line_entities=args.line_entities,
+        max_existing_failures=args.max_existing_failures,
         one_entity_scope=args.one_entity_scope,
         **{name: getattr(args, name) for name in SWITCHES},
     )

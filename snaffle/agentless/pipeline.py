@@ -378,7 +378,8 @@ class Pipeline:
         """Related tests failing on the original become the failing tests when none was given."""
         if self.task.failing_test is not None or not self.config.uses("failing_existing"):
             return False
-        self.existing_failing = snippet_facts.existing_failures(self.before, index, self.config.failing_by_function)
+        cap, by_function = self.config.max_existing_failures, self.config.failing_by_function
+        self.existing_failing = snippet_facts.existing_failures(self.before, index, cap, by_function)
         decision = (
             f"{len(self.existing_failing)} related tests fail on the original" if self.existing_failing else "none"
         )
