@@ -515,6 +515,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "line_insert": {"pipeline": {"line_repair": True, "line_insert": True}},
     "line_entities_2": {"pipeline": {"line_repair": True, "line_entities": 2}},
     "failing_by_function": {"pipeline": {"failing_by_function": True}},
+    "unguarded_submitted": {"pipeline": {"unguarded_submitted": True}},
     "max_existing_failures_25": {"pipeline": {"max_existing_failures": 25}},
     "line_origin_first": {"pipeline": {"line_repair": True, "line_origin_first": True}},
     "line_nested": {"pipeline": {"line_repair": True, "line_nested": True}},

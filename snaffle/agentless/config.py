@@ -37,7 +37,7 @@ ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
-EVIDENCE_SWITCHES = ("failing_by_function",)
+EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted")
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
@@ -215,6 +215,9 @@ class PipelineConfig:
     """Related tests failing an assertion on the original are evidence up to this many (more: the environment's
     trouble, not the issue's bug) and half the baseline."""
     failing_by_function: bool = _from_data("failing_by_function")
+    unguarded_submitted: bool = _from_data("unguarded_submitted")
+    """A fix the evidence shows ends `submitted`, not `validated`, when a patched file's own test module could not be
+    collected on the original (`validate.unguarded`): nothing checked what else it changes there."""
     """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)

@@ -118,6 +118,7 @@ SWITCH_HELP = {
     "line_origin_first": "with --line-repair: the located function a wrong value came from is asked about first",
     "line_nested": "with --line-repair: the lines of a function nested in the asked one are asked about too",
     "failing_by_function": "related tests failing on the original are capped per test function, not per case",
+    "unguarded_submitted": "a shown fix is only submitted when its file's own test module could not be collected",
 }
 
 

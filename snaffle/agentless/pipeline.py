@@ -31,14 +31,17 @@ from snaffle.agentless.sbfl import Spectrum, spectrum
 from snaffle.agentless.validate import (
     TESTS_TIMEOUT_S,
     CandidatePatch,
+    Ending,
     TestOutcomes,
     changed_lines,
     ending,
     evidence_named,
     normalized_key,
+    patched_files,
     related_tests,
     run_tests,
     select,
+    unguarded,
 )
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
@@ -306,12 +309,25 @@ class Pipeline:
         votes = Counter(c.key for c in candidates if c.valid)
         self.stage("select", "no valid patch" if chosen is None else f"sample {chosen.sample}", votes=dict(votes))
         end = ending(chosen, len(candidates), self.config.evidence_veto)
+        if chosen is not None and end.status == "validated" and self.config.unguarded_submitted:
+            end = self.guarded(end, chosen)
         if chosen is not None and chosen.against and end.status == "no_valid_patch":
             decision = "kept as a best guess" if end.keep else "dropped"
             self.stage("veto", decision, sample=chosen.sample, against=list(chosen.against))
         if chosen is not None and end.keep:
             self.workspace.apply(chosen.patch)  # the run's private copy; only `solve --apply` writes the user's tree
         return self.outcome(end.status, end.message)
+
+    def guarded(self, end: Ending, chosen: CandidatePatch) -> Ending:
+        """`end` unless a patched file's own test module could not be collected on the original: then `submitted`,
+        the module named (the patch is kept; only the claim is weaker)."""
+        modules = unguarded(self.before, patched_files(chosen.patch))
+        if not modules:
+            return end
+        self.stage("unguarded", f"{len(modules)} test modules of the patched files never ran", modules=modules)
+        named = ", ".join(modules)
+        why = f"{named} could not be collected on the original, so nothing checked what else it changes"
+        return Ending("submitted", f"{chosen.label} selected: the evidence shows the fix, but {why}", True)
 
     def localize(
         self, index: RepoIndex, sbfl: dict[Entity, float] | None, execution: dict[str, dict[Entity, float]] | None

@@ -7,7 +7,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from snaffle.agentless.junit import read_cases
 from snaffle.agentless.normalize import normalize_source
@@ -174,6 +174,23 @@ def patched_files(patch: str) -> list[str]:
         if old.startswith("--- ") and new.startswith("+++ "):
             found.append(new[6:] if new.startswith("+++ b/") else old[6:])
     return found
+
+
+def unguarded(before: TestOutcomes, files: Sequence[str]) -> list[str]:
+    """The test modules named for a patched file (`test_core.py` or `core_test.py` for `core.py`) that could not be
+    collected on the original (pytest's collection errors: `::tests.test_core`): their tests never ran, so nothing
+    checked what else the patch changes in that file."""
+    stems = {PurePosixPath(path).stem for path in files if path.endswith(".py")}
+    modules = [name[2:] for name in before.errored if name.startswith("::")]
+    named = [m for m in modules if _tested_stem(m.rsplit(".", 1)[-1]) in stems]
+    return sorted(m.replace(".", "/") + ".py" for m in named)
+
+
+def _tested_stem(test_module: str) -> str:
+    """`test_core` or `core_test` -> `core`; any other name -> ''."""
+    if test_module.startswith("test_"):
+        return test_module[len("test_") :]
+    return test_module[: -len("_test")] if test_module.endswith("_test") else ""
 
 
 def changed_lines(patch: str) -> int:
