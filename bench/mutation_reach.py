@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snaffle.agentless.mutants import mutants
-from snaffle.agentless.snippets import extract
+from snaffle.agentless.snippets import Reading, extract
 from snaffle.gates import is_test_file
 
 DEFAULT_INSTANCES = Path("/work/shared/data/swebench_verified_dev.jsonl.gz")
@@ -128,7 +128,7 @@ def bound_in(text: str) -> str:
 
 
 def has_snippet(issue: str) -> bool:
-    return bool(extract(issue, True, True).snippets)
+    return bool(extract(issue, Reading(ordered=True, indented=True)).snippets)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snaffle.agentless.snippets import Statement, extract
+from snaffle.agentless.snippets import Reading, Statement, extract
 
 SESSION_ISSUE = """Assigning to a frozen key fails:
 
@@ -111,7 +111,7 @@ TWO_LINES = ">>> from calc import name\n>>> name('a-b')\n'a-b'\n>>> name('X-Y')\
     ],
 )
 def test_stated_values_map_in_order_onto_as_many_session_lines(said: str, expected: list[str]) -> None:
-    extracted = extract(TWO_LINES + said + "\n", ordered=True)
+    extracted = extract(TWO_LINES + said + "\n", Reading(ordered=True))
     (snippet,) = extracted.snippets
     assert [(e.statement, e.expected) for e in snippet.expectations] == list(zip([1, 2], expected, strict=True))
     assert extracted.ambiguous == ()
@@ -128,7 +128,7 @@ def test_stated_values_map_in_order_onto_as_many_session_lines(said: str, expect
     ],
 )
 def test_one_stated_value_maps_onto_the_one_session_line(issue: str, why: str) -> None:
-    (snippet,) = extract(issue, ordered=True).snippets
+    (snippet,) = extract(issue, Reading(ordered=True)).snippets
     assert [e.statement for e in snippet.expectations] == [1], why
 
 
@@ -149,14 +149,14 @@ def test_one_stated_value_maps_onto_the_one_session_line(issue: str, why: str) -
     ],
 )
 def test_stated_values_that_do_not_map_surely_are_left_out(issue: str, why: str) -> None:
-    extracted = extract(issue, ordered=True)
+    extracted = extract(issue, Reading(ordered=True))
     assert all(not s.expectations for s in extracted.snippets), why
     assert extracted.ambiguous, why
 
 
 def test_prose_that_names_no_value_is_no_statement_of_values() -> None:
     issue = TWO_LINES + "I expected a ValueError here, as expected by the docs.\n"
-    extracted = extract(issue, ordered=True)
+    extracted = extract(issue, Reading(ordered=True))
     assert (extracted.snippets[0].expectations, extracted.ambiguous) == ((), ())
 
 
@@ -181,7 +181,7 @@ Expected None. Note that
 
 def test_an_indented_code_block_is_a_script_cut_before_its_traceback_when_switched_on() -> None:
     assert extract(INDENTED_ISSUE).snippets == ()
-    (snippet,) = extract(INDENTED_ISSUE, indented=True).snippets
+    (snippet,) = extract(INDENTED_ISSUE, Reading(indented=True)).snippets
     assert (snippet.kind, snippet.code) == (
         "script",
         'from calc import get_in\norder = {"items": [1]}\n\nget_in(["items", 10], order)',
@@ -190,7 +190,9 @@ def test_an_indented_code_block_is_a_script_cut_before_its_traceback_when_switch
 
 def test_indented_sessions_and_fenced_blocks_are_not_read_twice_as_indented_scripts() -> None:
     issue = SESSION_ISSUE + "\n```text\n\n    import calc\n    calc.add(1, 2)\n```\n"
-    assert [s.kind for s in extract(issue, indented=True).snippets] == ["session"]  # a fence's text is the fence's
+    assert [s.kind for s in extract(issue, Reading(indented=True)).snippets] == [
+        "session"
+    ]  # a fence's text is the fence's
 
 
 MIXED = ">>> from bag import Bag\n>>> b = Bag([1, 2, 2])\n>>> b.count(2)\n0\n>>> 2 in b\nTrue\n\n"
@@ -205,11 +207,11 @@ MIXED = ">>> from bag import Bag\n>>> b = Bag([1, 2, 2])\n>>> b.count(2)\n0\n>>>
     ],
 )
 def test_by_kind_one_value_maps_onto_the_only_line_shown_its_kind(issue: str, line: int, why: str) -> None:
-    extracted = extract(issue, ordered=True, by_kind=True)
+    extracted = extract(issue, Reading(ordered=True, by_kind=True))
     (snippet,) = extracted.snippets
     assert [e.statement for e in snippet.expectations] == [line], why
     assert extracted.ambiguous == (), why
-    assert extract(issue, ordered=True).snippets[0].expectations == (), "not without the switch"
+    assert extract(issue, Reading(ordered=True)).snippets[0].expectations == (), "not without the switch"
 
 
 @pytest.mark.parametrize(
@@ -227,7 +229,7 @@ def test_by_kind_one_value_maps_onto_the_only_line_shown_its_kind(issue: str, li
     ],
 )
 def test_by_kind_leaves_out_what_does_not_single_out_one_line(issue: str, why: str) -> None:
-    extracted = extract(issue, ordered=True, by_kind=True)
+    extracted = extract(issue, Reading(ordered=True, by_kind=True))
     assert all(not s.expectations for s in extracted.snippets), why
     assert extracted.ambiguous, why
 
@@ -252,11 +254,11 @@ RAISES = (
     ],
 )
 def test_raised_one_literal_maps_onto_the_line_the_session_stopped_at(issue: str, line: int, expected: str) -> None:
-    extracted = extract(issue, ordered=True, raised=True)
+    extracted = extract(issue, Reading(ordered=True, raised=True))
     (snippet,) = extracted.snippets
     assert [(e.statement, e.expected) for e in snippet.expectations] == [(line, expected)]
     assert extracted.ambiguous == ()
-    assert extract(issue, ordered=True).snippets[0].expectations == (), "not without the switch"
+    assert extract(issue, Reading(ordered=True)).snippets[0].expectations == (), "not without the switch"
 
 
 @pytest.mark.parametrize(
@@ -274,6 +276,6 @@ def test_raised_one_literal_maps_onto_the_line_the_session_stopped_at(issue: str
     ],
 )
 def test_raised_leaves_out_what_does_not_single_out_the_raising_line(issue: str, why: str) -> None:
-    extracted = extract(issue, ordered=True, raised=True)
+    extracted = extract(issue, Reading(ordered=True, raised=True))
     assert all(not s.expectations for s in extracted.snippets), why
     assert extracted.ambiguous, why

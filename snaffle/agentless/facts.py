@@ -22,7 +22,7 @@ from pathlib import Path
 from snaffle import data
 from snaffle.agentless.evidence import Verdict
 from snaffle.agentless.snippet_imports import RepoImports, undefined_name
-from snaffle.agentless.snippets import Expectation, Extracted, Snippet, Statement, extract
+from snaffle.agentless.snippets import Expectation, Extracted, Reading, Snippet, Statement, extract
 from snaffle.agentless.validate import TestOutcomes
 from snaffle.gates import is_test_file
 from snaffle.index.parse import Entity, innermost
@@ -59,6 +59,12 @@ class SnippetLimits:
     """One stated value maps onto the only session line shown a literal of its kind (snippets._only_of_kind)."""
     raised_expectations: bool
     """One stated literal maps onto the line a session ends raising at (snippets._raising_line)."""
+
+    def reading(self) -> Reading:
+        """How the issue's text is read: the four reading switches above as one record."""
+        return Reading(
+            self.ordered_expectations, self.indented_scripts, self.kind_expectations, self.raised_expectations
+        )
 
 
 SNIPPET_ENV = {"PYTHONHASHSEED": "0"}
@@ -381,13 +387,7 @@ def gather(issue: str, root: Path, sandbox: Sandbox, limits: SnippetLimits | Non
     """Extract the issue's snippets and run each on the tree at `root`."""
     started = time.monotonic()
     limits = limits or snippet_limits()
-    extracted: Extracted = extract(
-        issue,
-        limits.ordered_expectations,
-        limits.indented_scripts,
-        limits.kind_expectations,
-        limits.raised_expectations,
-    )
+    extracted: Extracted = extract(issue, limits.reading())
     imports = RepoImports.read(root, issue) if limits.infer_imports else None
     runs = []
     for number, snippet in enumerate(extracted.snippets, 1):

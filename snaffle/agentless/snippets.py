@@ -87,24 +87,35 @@ class Extracted:
     ambiguous: tuple[str, ...] = ()
 
 
-def extract(
-    text: str, ordered: bool = False, indented: bool = False, by_kind: bool = False, raised: bool = False
-) -> Extracted:
-    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (`indented`: and
-    Markdown's indented code blocks), then `python -c`; `ordered`: stated values map in order onto as many session
-    lines (`ordered_expectations`); `by_kind`: one stated value maps onto the only line shown a value of its kind;
-    `raised`: one stated literal maps onto the line a session ends raising at (`_raising_line`)."""
+@dataclass(frozen=True)
+class Reading:
+    """How an issue's text is read (data/agentless.toml [snippets], `SnippetLimits.reading`); all off: the first
+    reading, explicit expectations and the one-line implicit one only."""
+
+    ordered: bool = False
+    """Stated values map in order onto as many session lines (`ordered_expectations`)."""
+    indented: bool = False
+    """Markdown's indented code blocks are scripts too (`indented_blocks`)."""
+    by_kind: bool = False
+    """With `ordered`: one stated value maps onto the only line shown a value of its kind (`_only_of_kind`)."""
+    raised: bool = False
+    """With `ordered`: one stated literal maps onto the line a session ends raising at (`_raising_line`)."""
+
+
+def extract(text: str, reading: Reading = Reading()) -> Extracted:
+    """Sessions first (wherever they stand: fenced, indented or bare), then fenced scripts (and, by `reading`,
+    Markdown's indented code blocks), then `python -c`; expectations attached as `reading` says."""
     text = HTML_COMMENT_RE.sub(" ", text.replace("\r\n", "\n"))
     found: list[Snippet] = [Snippet("session", s) for s in sessions(text)]
     for match in FENCE_RE.finditer(text):
         body = match["body"]
         if match["lang"].lower() in PYTHON_LANGS and ">>>" not in body and runnable(body):
             found.append(Snippet("script", (Statement(body.strip("\n")),)))
-    if indented:
+    if reading.indented:
         found += [Snippet("script", (Statement(code),)) for code in indented_blocks(text) if acts(code)]
     found += [Snippet("command", (Statement(code),)) for code in commands(text)]
     unique = list({s.code: s for s in found if len(s.code) <= MAX_SNIPPET_CHARS}.values())[:MAX_SNIPPETS]
-    return attach_expectations(unique, text, ordered, by_kind, raised)
+    return attach_expectations(unique, text, reading)
 
 
 def sessions(text: str) -> list[tuple[Statement, ...]]:
@@ -224,11 +235,9 @@ def is_traceback(shown: str) -> bool:
     return TRACEBACK_HEAD in shown or bool(re.search(r"^\w*(?:Error|Exception)\b", shown, re.MULTILINE))
 
 
-def attach_expectations(
-    snippets: list[Snippet], text: str, ordered: bool = False, by_kind: bool = False, raised: bool = False
-) -> Extracted:
+def attach_expectations(snippets: list[Snippet], text: str, reading: Reading = Reading()) -> Extracted:
     """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
-    ones only when the whole issue shows exactly one value-printing session line (`ordered`: the one statement of
+    ones only when the whole issue shows exactly one value-printing session line (`reading.ordered`: the one statement of
     values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left out."""
     keyed: dict[int, list[Expectation]] = {}
     ambiguous: list[str] = []
@@ -243,7 +252,7 @@ def attach_expectations(
     lines = [(n, i) for n, s in enumerate(snippets) if s.kind == "session" for i in s.expression_lines()]
     lines = [spot for spot in lines if spot not in taken]
     found, left_out = (
-        ordered_expectations(snippets, text, lines, by_kind, raised) if ordered else _implicit(snippets, text, lines)
+        ordered_expectations(snippets, text, lines, reading) if reading.ordered else _implicit(snippets, text, lines)
     )
     for snippet, expectation in found:
         keyed.setdefault(snippet, []).append(expectation)
@@ -266,14 +275,14 @@ def _implicit(snippets: list[Snippet], text: str, lines: list[tuple[int, int]]) 
 
 
 def ordered_expectations(
-    snippets: list[Snippet], text: str, lines: list[tuple[int, int]], by_kind: bool = False, raised: bool = False
+    snippets: list[Snippet], text: str, lines: list[tuple[int, int]], reading: Reading = Reading()
 ) -> Mapped:
     """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
     values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
     sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
-    the one the user was shown and is of its kind. `by_kind`: one value and several lines maps onto the only line
+    the one the user was shown and is of its kind. `reading.by_kind`: one value and several lines maps onto the only line
     the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and `2 in sl`
-    showed `True`). `raised`: in sessions that show one traceback, one stated literal maps onto the line that
+    showed `True`). `reading.raised`: in sessions that show one traceback, one stated literal maps onto the line that
     raised when no session line comes after it (`_raising_line`)."""
     starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
     stated = [(m, stated_values(text, m.end())) for m in starts]
@@ -283,12 +292,12 @@ def ordered_expectations(
     values = stated[0][1]
     if len(stated) != 1:
         return [], said
-    if raised and (spot := _raising_line(snippets, values)):
+    if reading.raised and (spot := _raising_line(snippets, values)):
         return [(spot[0], Expectation(spot[1], values[0], said[0]))], []
     if _shows_traceback(snippets, lines):
         return [], said
     if len(values) != len(lines):
-        spot = _only_of_kind(snippets, lines, values) if by_kind else None
+        spot = _only_of_kind(snippets, lines, values) if reading.by_kind else None
         return ([(spot[0], Expectation(spot[1], values[0], said[0]))], []) if spot else ([], said)
     pairs = list(zip(lines, values, strict=True))
     if not all(_plausible(snippets[n].statements[i].shown, value) for (n, i), value in pairs):
