@@ -237,8 +237,9 @@ def is_traceback(shown: str) -> bool:
 
 def attach_expectations(snippets: list[Snippet], text: str, reading: Reading = Reading()) -> Extracted:
     """Explicit expectations (the expression named) go to the one session line holding that expression; implicit
-    ones only when the whole issue shows exactly one value-printing session line (`reading.ordered`: the one statement of
-    values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left out."""
+    ones only when the whole issue shows exactly one value-printing session line (`reading.ordered`: the one
+    statement of values, mapped in order onto as many lines, see `ordered_expectations`). Everything else is left
+    out."""
     keyed: dict[int, list[Expectation]] = {}
     ambiguous: list[str] = []
     taken: set[tuple[int, int]] = set()
@@ -280,10 +281,10 @@ def ordered_expectations(
     """ "Expected A and B." onto the issue's value-printing session lines in order: sure only when the issue states
     values once (a value followed by more words is a statement too, never mapped), as many as those lines, in
     sessions that show no traceback (an expectation may be about the line that raised), and each value differs from
-    the one the user was shown and is of its kind. `reading.by_kind`: one value and several lines maps onto the only line
-    the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and `2 in sl`
-    showed `True`). `reading.raised`: in sessions that show one traceback, one stated literal maps onto the line that
-    raised when no session line comes after it (`_raising_line`)."""
+    the one the user was shown and is of its kind. `reading.by_kind`: one value and several lines maps onto the
+    only line the user was shown a literal of the value's kind for (`Expected 3.` after `count(2)` showed `0` and
+    `2 in sl` showed `True`). `reading.raised`: in sessions that show one traceback, one stated literal maps onto the
+    line that raised when no session line comes after it (`_raising_line`)."""
     starts = [m for m in STATED_RE.finditer(text) if not _covering(text, m) and _value_at(text, m.end())]
     stated = [(m, stated_values(text, m.end())) for m in starts]
     said = [text[m.start() : m.end()] + (", ".join(v) or text[m.end() :].split("\n")[0][:80]) for m, v in stated]
