@@ -241,9 +241,11 @@ def test_related_tests_that_fail_become_failing_tests_but_errors_do_not(shelf_re
     index = RepoIndex(shelf_repo)
     before = run_tests(Workspace.open(shelf_repo), sandbox, ["tests/test_core.py", *files])
     assert before.errored  # the import failure is there, and is not evidence
-    assert facts.existing_failures(before, index) == ("tests/test_total.py::test_total",)
+    assert facts.existing_failures(before, index, cap=5) == ("tests/test_total.py::test_total",)
     many = replace(before, passed=frozenset())
-    assert facts.existing_failures(many, index) == ()  # most of the baseline failing: the environment, not the bug
+    assert (
+        facts.existing_failures(many, index, cap=5) == ()
+    )  # most of the baseline failing: the environment, not the bug
 
 
 def test_a_parametrized_tests_failing_cases_count_once_against_the_cap(shelf_repo: Path, sandbox: Sandbox) -> None:
@@ -256,8 +258,8 @@ def test_a_parametrized_tests_failing_cases_count_once_against_the_cap(shelf_rep
     index = RepoIndex(shelf_repo)
     before = run_tests(Workspace.open(shelf_repo), sandbox, ["tests/test_core.py", "tests/test_many.py"])
     assert len(before.asserted) == 8 and len(before.passed) > 8
-    assert facts.existing_failures(before, index) == (), "8 failing cases: over the cap of 5 tests"
-    failing = facts.existing_failures(before, index, by_function=True)
+    assert facts.existing_failures(before, index, cap=5) == (), "8 failing cases: over the cap of 5 tests"
+    failing = facts.existing_failures(before, index, cap=5, by_function=True)
     assert facts.existing_failures(before, index, cap=8) == failing, "8 cases, under a cap of 8"
     assert failing == tuple(f"tests/test_many.py::test_total[{n}]" for n in range(8)), "one function: under it"
 

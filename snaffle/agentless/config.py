@@ -215,10 +215,10 @@ class PipelineConfig:
     """Related tests failing an assertion on the original are evidence up to this many (more: the environment's
     trouble, not the issue's bug) and half the baseline."""
     failing_by_function: bool = _from_data("failing_by_function")
+    """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     unguarded_submitted: bool = _from_data("unguarded_submitted")
     """A fix the evidence shows ends `submitted`, not `validated`, when a patched file's own test module could not be
     collected on the original (`validate.unguarded`): nothing checked what else it changes there."""
-    """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

@@ -63,7 +63,10 @@ class SnippetLimits:
     def reading(self) -> Reading:
         """How the issue's text is read: the four reading switches above as one record."""
         return Reading(
-            self.ordered_expectations, self.indented_scripts, self.kind_expectations, self.raised_expectations
+            ordered=self.ordered_expectations,
+            indented=self.indented_scripts,
+            by_kind=self.kind_expectations,
+            raised=self.raised_expectations,
         )
 
 
@@ -643,9 +646,7 @@ MAX_FAILING_SHARE = 0.5
 """Nor is a related-test baseline where more than this share of the tests fail."""
 
 
-def existing_failures(
-    before: TestOutcomes, index: RepoIndex, cap: int = 5, by_function: bool = False
-) -> tuple[str, ...]:
+def existing_failures(before: TestOutcomes, index: RepoIndex, cap: int, by_function: bool = False) -> tuple[str, ...]:
     """Related tests that failed an assertion on the original (errors, collection errors and import failures are
     not evidence), as pytest node ids; none when more than `cap` fail, or over `MAX_FAILING_SHARE` of them, so that
     the environment is the likelier cause. With `by_function` the cap counts test functions: a parametrized test's
