@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cache
+from importlib import metadata
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from snaffle.agentless.options import SWITCHES as PIPELINE_SWITCHES
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
+from snaffle.interpreter import PythonChoice
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
 
@@ -76,6 +78,9 @@ class Package:
     name: str
     version: str
     pythonpath: str = ""
+    test_requires: tuple[str, ...] = ()
+    """What the package's own tests import beyond it and pytest, pinned (its test requirements): installed into a
+    bench environment (`test_python`) so that its related tests run, as they do where its developers work."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ def load_tasks(path: Path = TASKS_FILE) -> list[BenchTask]:
     """The task data; a task naming an unknown package or missing a field fails loudly."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     packages = {
-        name: Package(name, str(p["version"]), str(p.get("pythonpath", ""))) for name, p in data["packages"].items()
+        name: Package(name, str(p["version"]), str(p.get("pythonpath", "")), tuple(p.get("test_requires", ())))
+        for name, p in data["packages"].items()
     }
     tasks = []
     for raw in data["tasks"]:
@@ -410,12 +416,43 @@ def attempt(
 
         model = ModelConfig(bench.model_url, bench.model, tool_protocol="text")
         arm = ALIASES.get(variant.arm, variant.arm)
+        python = test_python(task.package, bench.cache)
         config = SolveConfig(
-            arm, model, bench.limits, out, zero_pricer, pipeline=variant.pipeline, mechanisms=variant.mechanisms
+            arm,
+            model,
+            bench.limits,
+            out,
+            zero_pricer,
+            pipeline=variant.pipeline,
+            mechanisms=variant.mechanisms,
+            python=PythonChoice(python, TEST_ENV) if python else None,
         )
         return solve(snaffle_task, config).exit_status, ""
     except Exception as exc:  # the batch boundary: record and go on
         return "crashed", f"{type(exc).__name__}: {exc}"[:500]
+
+
+TEST_ENV = "the bench's environment with the package's test requirements"
+TEST_TOOLS = ("pytest", "coverage")
+"""Installed into a test environment at the versions snaffle's own interpreter has (the runs stay comparable)."""
+
+
+def test_python(package: Package, cache: Path) -> str | None:
+    """The interpreter of a virtualenv holding pytest, coverage and the package's `test_requires`, built once
+    under `cache/envs` (pip, from the index); None when the package needs none (snaffle's interpreter runs them)."""
+    if not package.test_requires:
+        return None
+    root = cache / "envs" / f"{package.name}-{package.version}"
+    python = root / "bin" / "python"
+    if (root / "complete").is_file():
+        return str(python)
+    shutil.rmtree(root, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    tools = [f"{name}=={metadata.version(name)}" for name in TEST_TOOLS]
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, *tools, *package.test_requires], check=True)
+    (root / "complete").write_text("\n".join([*tools, *package.test_requires]) + "\n", encoding="utf-8")
+    return str(python)
 
 
 def read_events(path: Path) -> list[Row]:

@@ -55,6 +55,14 @@ def test_loader_rejects_unknown_package(tmp_path: Path) -> None:
         ab.load_tasks(data)
 
 
+def test_a_packages_test_requirements_are_read_and_only_they_call_for_an_environment(tmp_path: Path) -> None:
+    funcy = next(t.package for t in ab.load_tasks() if t.package.name == "funcy")
+    assert funcy.test_requires == ("whatever==0.7",), "its tests import `whatever`: without it they never collect"
+    plain = next(t.package for t in ab.load_tasks() if t.package.name == "toolz")
+    assert plain.test_requires == ()
+    assert ab.test_python(plain, tmp_path) is None and not (tmp_path / "envs").exists()
+
+
 @pytest.mark.parametrize(("text", "count"), [("a = 1\n", 0), ("x = 1\nx = 1\n", 2)])
 def test_plant_needs_exactly_one_match(text: str, count: int) -> None:
     with pytest.raises(ValueError, match=f"occurs {count} times"):
