@@ -26,16 +26,21 @@ def outcomes(errored: set[str]) -> validate.TestOutcomes:
     return validate.TestOutcomes(frozenset({"tests.test_more::test_one"}), frozenset(errored), True, frozenset(errored))
 
 
+RELATED = ["tests/test_core.py", "tests/test_more.py", "tests/test_other.py", "tests/test_shelf_core.py"]
+
+
 def test_a_test_module_named_for_a_patched_file_that_was_not_collected_is_a_hole() -> None:
     before = outcomes({"::tests.test_core", "::tests.test_other", "tests.test_more::test_fixture"})
-    assert unguarded(before, ["shelf/core.py"]) == ["tests/test_core.py"]
-    assert unguarded(before, ["shelf/other.py", "shelf/core.py"]) == ["tests/test_core.py", "tests/test_other.py"]
-    assert unguarded(outcomes({"::tests.core_test"}), ["src/core.py"]) == ["tests/core_test.py"]
+    assert unguarded(before, RELATED, ["shelf/core.py"]) == ["tests/test_core.py"]
+    both = ["shelf/other.py", "shelf/core.py"]
+    assert unguarded(before, RELATED, both) == ["tests/test_core.py", "tests/test_other.py"]
+    assert unguarded(before, ["tests/test_other.py"], ["shelf/core.py"]) == [], "only the related files ran"
 
 
 @pytest.mark.parametrize("errors", [set(), {"tests.test_more::test_fixture"}, {"::tests.test_shelf_core"}])
 def test_no_hole_without_a_collection_error_of_that_files_own_test_module(errors: set[str]) -> None:
-    assert unguarded(outcomes(errors), ["shelf/core.py"]) == [], "a fixture error, another module: not this hole"
+    hole = unguarded(outcomes(errors), RELATED, ["shelf/core.py"])
+    assert hole == [], "a fixture error, another module: not this hole"
 
 
 def run(scripted: Start, tmp_path: Path, files: dict[str, str | bytes], on: bool) -> tuple[Any, Path]:

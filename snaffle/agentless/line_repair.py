@@ -110,10 +110,10 @@ def _defined_at(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunction
 def _statements(body: list[ast.stmt], nested: bool = False) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for statement in body:
-        if nested and isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found += _statements(statement.body, nested)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += _statements(statement.body, nested) if nested else []
             continue
-        if is_docstring(statement) or isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if is_docstring(statement) or isinstance(statement, ast.ClassDef):
             continue
         blocks = _blocks(statement)
         if not blocks:

@@ -321,7 +321,7 @@ class Pipeline:
     def guarded(self, end: Ending, chosen: CandidatePatch) -> Ending:
         """`end` unless a patched file's own test module could not be collected on the original: then `submitted`,
         the module named (the patch is kept; only the claim is weaker)."""
-        modules = unguarded(self.before, patched_files(chosen.patch))
+        modules = unguarded(self.before, self.related, patched_files(chosen.patch))
         if not modules:
             return end
         self.stage("unguarded", f"{len(modules)} test modules of the patched files never ran", modules=modules)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from snaffle.agentless.junit import read_cases
 from snaffle.agentless.normalize import normalize_source
@@ -88,10 +88,15 @@ def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
     found: list[str] = []
     for test in (f for f in index.files() if is_test_file(f) and Path(f).name.startswith("test")):
         imports = set(imported_modules(index.source(test)))
-        named = Path(test).stem.removeprefix("test_") in stems
+        named = named_after(test, stems)
         if named or imports & modules or any(i.startswith(m + ".") for i in imports for m in modules):
             found.append(test)
-    return sorted(found, key=lambda t: (Path(t).stem.removeprefix("test_") not in stems, t))[:MAX_RELATED_TEST_FILES]
+    return sorted(found, key=lambda t: (not named_after(t, stems), t))[:MAX_RELATED_TEST_FILES]
+
+
+def named_after(test: str, stems: Collection[str]) -> bool:
+    """Whether test file `test` is named after one of the source `stems` (test_<stem>.py)."""
+    return Path(test).stem.removeprefix("test_") in stems
 
 
 def collect_only(root: Path, sandbox: Sandbox, targets: Sequence[str], timeout_s: float) -> Completed:
@@ -176,21 +181,13 @@ def patched_files(patch: str) -> list[str]:
     return found
 
 
-def unguarded(before: TestOutcomes, files: Sequence[str]) -> list[str]:
-    """The test modules named for a patched file (`test_core.py` or `core_test.py` for `core.py`) that could not be
-    collected on the original (pytest's collection errors: `::tests.test_core`): their tests never ran, so nothing
-    checked what else the patch changes in that file."""
-    stems = {PurePosixPath(path).stem for path in files if path.endswith(".py")}
-    modules = [name[2:] for name in before.errored if name.startswith("::")]
-    named = [m for m in modules if _tested_stem(m.rsplit(".", 1)[-1]) in stems]
-    return sorted(m.replace(".", "/") + ".py" for m in named)
-
-
-def _tested_stem(test_module: str) -> str:
-    """`test_core` or `core_test` -> `core`; any other name -> ''."""
-    if test_module.startswith("test_"):
-        return test_module[len("test_") :]
-    return test_module[: -len("_test")] if test_module.endswith("_test") else ""
+def unguarded(before: TestOutcomes, related: Sequence[str], files: Sequence[str]) -> list[str]:
+    """The related test files named after a patched file (`named_after`: test_core.py for core.py) that `before`
+    could not collect (pytest's collection error for tests/test_core.py is `::tests.test_core`): their tests never
+    ran, so nothing checked what else the patch changes in that file."""
+    stems = {Path(path).stem for path in files if path.endswith(".py")}
+    errored = {name.removeprefix("::") for name in before.errored if name.startswith("::")}
+    return sorted(t for t in related if named_after(t, stems) and t.removesuffix(".py").replace("/", ".") in errored)
 
 
 def changed_lines(patch: str) -> int:
