@@ -554,6 +554,8 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "failing_by_function": {"pipeline": {"failing_by_function": True}},
     "unguarded_submitted": {"pipeline": {"unguarded_submitted": True}},
     "max_existing_failures_25": {"pipeline": {"max_existing_failures": 25}},
+    "line_passes_3": {"pipeline": {"line_repair": True, "line_passes": 3}},
+    "line_passes_4": {"pipeline": {"line_repair": True, "line_passes": 4}},
     "line_origin_first": {"pipeline": {"line_repair": True, "line_origin_first": True}},
     "line_nested": {"pipeline": {"line_repair": True, "line_nested": True}},
 }

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from snaffle.agentless import line_repair
-from snaffle.agentless.config import PipelineConfig, switch_defaults
+from snaffle.agentless.config import MAX_LINE_PASSES, PipelineConfig, switch_defaults
 from snaffle.agentless.line_repair import Span, statement_spans
 from snaffle.exceptions import UserError
 from snaffle.index.parse import Entity
@@ -201,6 +201,19 @@ def test_a_second_pass_asks_each_line_again_at_the_sample_temperature(scripted: 
     assert attempt.exit_status == "validated" and f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
 
 
+def test_a_third_pass_asks_each_line_again_while_nothing_is_decisive(scripted: Start, tmp_path: Path) -> None:
+    script = [WRONG_IF, WRONG_RAISE, WRONG_IF, WRONG_RAISE, RIGHT_IF, WRONG_RAISE]
+    attempt, server, out = shelf_run(scripted, tmp_path, script, line_passes=3, temperature=0.8)
+    assert [r.body.get("temperature") for r in server.requests] == [0.0, 0.0, 0.8, 0.8, 0.8, 0.8]
+    asked = [e["decision"] for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    assert asked == [
+        "2 corrections of 2 lines asked",
+        "0 corrections of 2 lines asked",
+        "1 corrections of 2 lines asked",
+    ]
+    assert attempt.exit_status == "validated" and f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
+
+
 def test_a_missing_line_goes_after_the_line_asked_about_at_the_indentation_of_its_block() -> None:
     source = "def f(x):\n    if x:\n        x = 1\n    return x\n"
     header = Span("m.py", 2, 2, "    if x:")
@@ -283,9 +296,10 @@ def test_the_functions_among_the_first_candidates_are_asked_about_in_rank_order(
     assert len(server.requests) == lines + 1  # one call a line, then the rewrite sample
 
 
-def test_a_pipeline_of_three_line_passes_is_refused() -> None:
-    with pytest.raises(UserError, match="line_passes = 3: expected 1 or 2"):
-        PipelineConfig(line_passes=3)
+def test_a_pipeline_of_no_line_pass_or_more_than_the_most_is_refused() -> None:
+    for passes in (0, MAX_LINE_PASSES + 1):
+        with pytest.raises(UserError, match=f"line_passes = {passes}: expected 1 to {MAX_LINE_PASSES}"):
+            PipelineConfig(line_passes=passes)
 
 
 ORIGIN_ISSUE = """describe() shows the wrong values

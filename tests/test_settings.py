@@ -242,9 +242,9 @@ def test_the_line_repair_settings_are_settings_and_bad_values_are_refused(tmp_pa
     assert got["line_repair"] == {"value": False, "from": "flag"}
     args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
     refused(snaffle("solve", "--line-entities", "0", *args), "--line-entities must be at least 1")
-    passes = snaffle("solve", "--line-passes", "3", *args)
-    assert passes.returncode == 2 and "--line-passes: invalid choice: 3" in passes.stderr
-    refused(snaffle("solve", "-c", "line_passes=3", *args), "line_passes = '3': expected one of 1, 2")
+    passes = snaffle("solve", "--line-passes", "5", *args)
+    assert passes.returncode == 2 and "--line-passes: invalid choice: 5" in passes.stderr
+    refused(snaffle("solve", "-c", "line_passes=0", *args), "line_passes = '0': expected one of 1, 2, 3, 4")
 
 
 def test_the_existing_failures_cap_is_a_setting_and_below_one_is_refused(tmp_path: Path) -> None:

@@ -33,6 +33,8 @@ SAMPLING_SWITCHES = ("early_stop", "extra_samples")
 """How many samples are drawn (agentless/sampling.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
+MAX_LINE_PASSES = 4
+"""The most passes over the lines `line_passes` may ask for (each pass is up to `[line_repair] max_lines` calls)."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested")
@@ -230,8 +232,8 @@ class PipelineConfig:
             raise UserError(
                 f"one_entity_scope = {self.one_entity_scope!r}: expected one of {', '.join(ONE_ENTITY_SCOPES)}"
             )
-        if self.line_passes not in (1, 2):
-            raise UserError(f"line_passes = {self.line_passes!r}: expected 1 or 2")
+        if not 1 <= self.line_passes <= MAX_LINE_PASSES:
+            raise UserError(f"line_passes = {self.line_passes!r}: expected 1 to {MAX_LINE_PASSES}")
         if self.max_existing_failures < 1:
             raise UserError(f"max_existing_failures = {self.max_existing_failures!r}: expected 1 or more")
 

@@ -12,6 +12,7 @@ from snaffle.agentless.config import (
     EVIDENCE_SWITCHES,
     EXECUTION_SWITCHES,
     LINE_SWITCHES,
+    MAX_LINE_PASSES,
     ONE_ENTITY_SCOPES,
     PROMPT_SWITCHES,
     SAMPLING_SWITCHES,
@@ -86,9 +87,14 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--line-entities", type=int, default=defaults.line_entities, help=entities)
     failing = "related tests failing on the original are evidence up to this many (default %(default)s)"
     group.add_argument("--max-existing-failures", type=int, default=defaults.max_existing_failures, help=failing)
-    passes = "with --line-repair: 1, one greedy call per line; 2, each line again at the sample temperature while "
+    passes = "with --line-repair: 1, one greedy call per line; N, each line again at the sample temperature, up to "
     group.add_argument(
-        "--line-passes", type=int, choices=(1, 2), default=defaults.line_passes, help=passes + "nothing is decisive"
+        "--line-passes",
+        type=int,
+        choices=range(1, MAX_LINE_PASSES + 1),
+        metavar="N",
+        default=defaults.line_passes,
+        help=passes + f"N-1 times, while nothing is decisive (1 to {MAX_LINE_PASSES}; default %(default)s)",
     )
 
 

@@ -260,9 +260,9 @@ class Pipeline:
         return targets
 
     def line_passes(self) -> list[tuple[str, float]]:
-        """(question, temperature) of each pass over the lines: is it wrong, greedy; with `line_passes` 2 again at
-        the sample temperature; with `line_insert`, is a line missing after it, greedy."""
-        passes = [("replace", 0.0), ("replace", self.config.temperature)][: self.config.line_passes]
+        """(question, temperature) of each pass over the lines: is it wrong, greedy, then `line_passes` - 1 times
+        again at the sample temperature; with `line_insert`, is a line missing after it, greedy."""
+        passes = [("replace", 0.0)] + [("replace", self.config.temperature)] * (self.config.line_passes - 1)
         return passes + ([("insert", 0.0)] if self.config.line_insert else [])
 
     def screened_lines(self) -> dict[str, frozenset[int]] | None:
