@@ -558,6 +558,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "line_passes_4": {"pipeline": {"line_repair": True, "line_passes": 4}},
     "line_origin_first": {"pipeline": {"line_repair": True, "line_origin_first": True}},
     "line_nested": {"pipeline": {"line_repair": True, "line_nested": True}},
+    "line_header_only": {"pipeline": {"line_repair": True, "line_header_only": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS

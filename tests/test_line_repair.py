@@ -397,3 +397,67 @@ def test_a_wrong_line_in_a_nested_function_is_asked_about_and_corrected_only_wit
     assert WRONG_IF_LINE.strip() in str(server.requests[1].body["messages"][-1]["content"])
     assert attempt.exit_status == "validated" and len(server.requests) == 4, "the nested line, corrected: no sample"
     assert f"-{WRONG_IF_LINE}\n+        if not sep:\n" in attempt.patch
+
+
+FIRST_SOURCE = '''def first(items, default=None):
+    """The first item, or `default` when there is none."""
+    try:
+        return items[0]
+    except KeyError:
+        # an empty sequence
+        return default
+'''
+FIRST_TESTS = """from first import first
+
+
+def test_first():
+    assert first([3, 4]) == 3
+
+
+def test_first_of_nothing_is_the_default():
+    assert first([], 5) == 5
+"""
+FIRST_ISSUE = "first([]) raises IndexError instead of returning the default."
+HANDLER_AND_MORE = {
+    "content": "```python\nexcept IndexError:\n    # an empty sequence\n    raise LookupError('empty')\n```"
+}
+
+
+def test_a_header_answer_is_cut_to_its_header_and_the_comment_under_the_asked_header_stays() -> None:
+    source = "def f(d):\n    try:\n        return d[0]\n    except KeyError:\n        # none\n        return 1\n"
+    header = Span("m.py", 4, 5, "    except KeyError:\n        # none")
+    answer = "```python\nexcept IndexError:\n    # none\n    raise LookupError\n    return 1\n```"
+    cut = line_repair.mutant(source, header, answer, header_only=True)
+    assert cut is not None
+    assert cut.apply(source.encode()).decode() == source.replace("except KeyError:", "except IndexError:")
+    whole = line_repair.mutant(source, header, answer)
+    assert whole is not None and "raise LookupError" in whole.apply(source.encode()).decode()
+    repeated = "```python\nexcept KeyError:\n    # none\n    return 1\n```"
+    assert line_repair.mutant(source, header, repeated, header_only=True) is None, "the header unchanged"
+    simple = Span("m.py", 3, 3, "        return d[0]")
+    two = line_repair.mutant(source, simple, "```python\nx = d[0]\nreturn x\n```", header_only=True)
+    assert two is not None and "x = d[0]" in two.after, "a simple statement's answer is never cut"
+
+
+@pytest.mark.parametrize("header_only", [False, True])
+def test_a_handler_answer_that_goes_on_past_its_header_is_validated_only_cut_to_the_header(
+    scripted: Start, tmp_path: Path, header_only: bool
+) -> None:
+    repo = make_repo(tmp_path / "first", {"first.py": FIRST_SOURCE, "tests/test_first.py": FIRST_TESTS})
+    unchanged = {"content": "```python\nreturn items[0]\n```"}
+    wrong_rewrite = {"content": "```python\ndef first(items, default=None):\n    return items[0]\n```"}
+    server = scripted([{"content": "```python\ntry:\n```"}, unchanged, HANDLER_AND_MORE, wrong_rewrite])
+    out = tmp_path / "run"
+    switches = replace(switch_defaults(), failing_existing=True)
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_passes": 1, "reproduce": False}
+    attempt = agentless(
+        repo, FIRST_ISSUE, server.base_url, out, switches=switches, line_header_only=header_only, **options
+    )
+    (asked,) = [e for e in stage_events(out, "line_repair") if "lines asked" in e["decision"]]
+    assert "of 3 lines asked" in asked["decision"], asked
+    if not header_only:
+        assert attempt.exit_status != "validated", "the added `raise` still fails the test"
+        return
+    assert attempt.exit_status == "validated" and len(server.requests) == 3, "the header alone fixes it: no sample"
+    assert "-    except KeyError:\n+    except IndexError:\n" in attempt.patch
+    assert "LookupError" not in attempt.patch

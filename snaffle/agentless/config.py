@@ -37,7 +37,7 @@ MAX_LINE_PASSES = 4
 """The most passes over the lines `line_passes` may ask for (each pass is up to `[line_repair] max_lines` calls)."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested")
+LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested", "line_header_only")
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted")
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
@@ -209,8 +209,11 @@ class PipelineConfig:
     line_nested: bool = _from_data("line_nested")
     """With `line_repair`: the statements of a function nested in an asked function are asked about too (its code
     is shown with them; alone it is another candidate)."""
+    line_header_only: bool = _from_data("line_header_only")
+    """With `line_repair`: an answer about a compound statement's header replaces that header only; the lines the
+    answer goes on with (its block, repeated or rewritten) are dropped."""
     line_passes: int = _from_data("line_passes")
-    """1: one greedy call per line; 2: while nothing is decisive, each line once more at `temperature`."""
+    """1: one greedy call per line; N: while nothing is decisive, each line N - 1 times more at `temperature`."""
     line_entities: int = _from_data("line_entities")
     """The first candidates whose statements are asked about (the functions among them, in rank order)."""
     max_existing_failures: int = _from_data("max_existing_failures")

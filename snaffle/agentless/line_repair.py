@@ -147,14 +147,19 @@ def messages(issue: str, code: str, span: Span, kind: str = "replace") -> list[M
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
-def mutant(source: str, span: Span, answer: str, kind: str = "replace") -> Mutant | None:
+def mutant(
+    source: str, span: Span, answer: str, kind: str = "replace", header_only: bool = False
+) -> Mutant | None:
     """The answer's first code block in the span's place (`replace`) or on new lines right after it (`insert`: at
     the indentation of the block a header opens, else the span's), re-indented; None when it is empty, changes
-    nothing, leaves the file unparsable, or the span is not `source`'s."""
+    nothing, leaves the file unparsable, or the span is not `source`'s. `header_only`: a compound statement's
+    header asked about is replaced by the answer's header alone (`header_answer`)."""
     block = textwrap.dedent(code_blocks(answer)[0]).strip("\n")
     lines = source.split("\n")
     if not block.strip() or "\n".join(lines[span.start - 1 : span.end]) != span.text:
         return None
+    if header_only and kind == "replace" and (cut := header_answer(span.text, block)) is not None:
+        block = cut
     starts = Source(source).starts
     if kind == "insert":
         following = next((line for line in lines[span.end :] if line.strip()), "")
@@ -171,6 +176,33 @@ def mutant(source: str, span: Span, answer: str, kind: str = "replace") -> Mutan
         at = starts[span.start - 1]
         change = Mutant(span.path, span.start, OPERATOR, at, at + len(span.text.encode()), span.text, after)
     return change if parses(change.apply(source.encode())) else None
+
+
+HEADER_CONTEXTS = ("", "try:\n    pass\n", "if x:\n    pass\n")
+"""What a header may need before it to parse: nothing (`if`, `for`, `try:`), a `try` (`except`, `finally`), an `if`
+(`elif`, `else`)."""
+
+
+def header_lines(code: str) -> int | None:
+    """How many of `code`'s first lines make a compound statement's header (they parse with an indented `pass`
+    after them); None when no prefix is one (a simple statement)."""
+    lines = textwrap.dedent(code).split("\n")
+    for count in range(1, len(lines) + 1):
+        head = "\n".join(lines[:count])
+        if any(parses(f"{before}{head}\n    pass\n".encode()) for before in HEADER_CONTEXTS):
+            return count
+    return None
+
+
+def header_answer(span: str, block: str) -> str | None:
+    """When `span` is a compound statement's header: the answer's own header followed by the span's lines after
+    its header (the comments standing between it and the block), dedented as `span` is; None when `span` is no
+    header (nothing to cut) or the answer is none (it cannot replace one)."""
+    asked, answered = header_lines(span), header_lines(block)
+    if asked is None or answered is None:
+        return None
+    kept = textwrap.dedent(span).split("\n")[asked:]
+    return "\n".join(block.split("\n")[:answered] + kept)
 
 
 def _indent(text: str) -> str:

@@ -123,6 +123,7 @@ SWITCH_HELP = {
     "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
     "line_origin_first": "with --line-repair: the located function a wrong value came from is asked about first",
     "line_nested": "with --line-repair: the lines of a function nested in the asked one are asked about too",
+    "line_header_only": "with --line-repair: an answer about an if/for/except header replaces the header only",
     "failing_by_function": "related tests failing on the original are capped per test function, not per case",
     "unguarded_submitted": "a shown fix is only submitted when its file's own test module could not be collected",
 }

@@ -298,7 +298,8 @@ class Pipeline:
                 self.stage("line_repair", f"calls stopped: {stop.message}")
                 break
             self.recorded(model, messages, reply, "line_repair", number)
-            changed = line_repair.mutant(target.source, span, closed_fence(reply.content), kind)
+            answer = closed_fence(reply.content)
+            changed = line_repair.mutant(target.source, span, answer, kind, self.config.line_header_only)
             if changed is not None:
                 found.setdefault((changed.start, changed.after), changed)
         return list(found.values())
