@@ -147,9 +147,7 @@ def messages(issue: str, code: str, span: Span, kind: str = "replace") -> list[M
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
-def mutant(
-    source: str, span: Span, answer: str, kind: str = "replace", header_only: bool = False
-) -> Mutant | None:
+def mutant(source: str, span: Span, answer: str, kind: str = "replace", header_only: bool = False) -> Mutant | None:
     """The answer's first code block in the span's place (`replace`) or on new lines right after it (`insert`: at
     the indentation of the block a header opens, else the span's), re-indented; None when it is empty, changes
     nothing, leaves the file unparsable, or the span is not `source`'s. `header_only`: a compound statement's
