@@ -45,6 +45,7 @@ from typing import Any
 
 from replay import ReplayProxy, ReplayStore, ScopeStats
 
+from snaffle import data
 from snaffle.adapters import EXTERNAL, AdapterSpec
 from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
 from snaffle.agentless.config import SWITCHES as MECHANISM_SWITCHES
@@ -851,7 +852,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--base-url", help="use a running server instead of starting the embedded model")
     parser.add_argument("--model", default="local", help="model name with --base-url")
-    parser.add_argument("--max-turns", type=int, default=12)
+    solve_turns = data.load_record(Limits, "limits.toml", "run").max_turns
+    turns = (
+        "turn cap per task (default %(default)s: snaffle solve's, data/limits.toml [run]; each line question is one)"
+    )
+    parser.add_argument("--max-turns", type=int, default=solve_turns, help=turns)
     parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock cap per task, seconds")
     parser.add_argument("--results", help="JSONL of rows (default /tmp/ab_results/<mode>.jsonl)")
     parser.add_argument("--work", default="/tmp/ab_work", help="per-run repos and trajectories")

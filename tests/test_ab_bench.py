@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from snaffle import data
 from snaffle.agentless.config import EXECUTION_SWITCHES, PipelineConfig
 from snaffle.types import Limits
 
@@ -340,3 +341,9 @@ def test_the_new_default_makes_its_reproduction_test_from_the_issue_session_with
     assert reproduce and reproduce[0].get("source") == "issue snippet", reproduce
     calls = [e for e in events if e.get("type") == "model_call"]
     assert calls and len(calls) == len(server.requests) and not [e for e in calls if e.get("stage") == "reproduce"]
+
+
+def test_the_bench_caps_turns_as_snaffle_solve_does_unless_told() -> None:
+    solve = data.load_record(Limits, "limits.toml", "run").max_turns
+    assert ab.parse_args([]).max_turns == solve
+    assert ab.parse_args(["--max-turns", "20"]).max_turns == 20
