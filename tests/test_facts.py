@@ -243,9 +243,8 @@ def test_related_tests_that_fail_become_failing_tests_but_errors_do_not(shelf_re
     assert before.errored  # the import failure is there, and is not evidence
     assert facts.existing_failures(before, index, cap=5) == ("tests/test_total.py::test_total",)
     many = replace(before, passed=frozenset())
-    assert (
-        facts.existing_failures(many, index, cap=5) == ()
-    )  # most of the baseline failing: the environment, not the bug
+    most_failing = facts.existing_failures(many, index, cap=5)
+    assert most_failing == (), "most of the baseline failing: the environment, not the bug"
 
 
 def test_a_parametrized_tests_failing_cases_count_once_against_the_cap(shelf_repo: Path, sandbox: Sandbox) -> None:
