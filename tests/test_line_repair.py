@@ -233,6 +233,22 @@ def test_a_missing_line_goes_after_the_line_asked_about_at_the_indentation_of_it
     assert after_simple.describe() == "m.py:4 line insert: `(nothing)` -> `x += 1`"
 
 
+def test_an_insert_opens_the_block_by_what_parses_not_by_a_trailing_colon() -> None:
+    source = (
+        "def f(d):\n    try:\n        x = d[0]\n    except KeyError:\n        # none\n        x = 0\n"
+        "    return x  # x:\n"
+    )
+    handler = Span("m.py", 4, 5, "    except KeyError:\n        # none")
+    in_block = line_repair.mutant(source, handler, "```python\nx = 1\n```", "insert")
+    assert in_block is not None
+    assert in_block.apply(source.encode()).decode().split("\n")[5] == "        x = 1", "a header with its comment"
+    simple = Span("m.py", 7, 7, "    return x  # x:")
+    source_more = source + "\n\ndef g():\n    pass\n"
+    after = line_repair.mutant(source_more, simple, "```python\nx += 1\n```", "insert")
+    assert after is not None
+    assert after.apply(source_more.encode()).decode().split("\n")[7] == "    x += 1", "a comment ending in a colon"
+
+
 def test_an_inserted_line_that_repeats_its_neighbour_is_no_mutant() -> None:
     source = "def f(x):\n    x = 1\n    return x\n"
     span = Span("m.py", 2, 2, "    x = 1")

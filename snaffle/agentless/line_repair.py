@@ -161,7 +161,7 @@ def mutant(source: str, span: Span, answer: str, kind: str = "replace", header_o
     starts = Source(source).starts
     if kind == "insert":
         following = next((line for line in lines[span.end :] if line.strip()), "")
-        opens = span.text.rstrip().endswith(":")
+        opens = header_lines(span.text) is not None
         added = _indented(block, _indent(following) if opens else _indent(span.text))
         if added.split() in (span.text.split(), following.split()):
             return None  # the answer repeats the line it was shown or the one after it
