@@ -53,6 +53,7 @@ from snaffle.agentless.options import SWITCHES as PIPELINE_SWITCHES
 from snaffle.agentless.validate import changed_lines
 from snaffle.arms import AGENTLESS, CONTROL
 from snaffle.arms import ARMS as SNAFFLE_ARMS
+from snaffle.gates import is_test_file
 from snaffle.interpreter import PythonChoice
 from snaffle.trajectory import read_trajectory
 from snaffle.types import ALL_MECHANISMS, MECHANISMS, Limits, Mechanisms, Task
@@ -306,6 +307,9 @@ class Bench:
     given_test: bool = False
     """Commit the judging test into the run's copy and name it as the task's failing test (the setting where a
     user has a failing test: SBFL, stop-after-green and the hard validation requirement come into play)."""
+    without_tests: bool = False
+    """Remove the package's own tests from the run's copy (the setting of an sdist that ships none: nothing but the
+    issue's evidence can tell a fix, and nothing catches what a change breaks elsewhere)."""
 
     @property
     def model_url(self) -> str:
@@ -318,6 +322,8 @@ def run_one(bench: Bench, variant: Variant, task: BenchTask) -> Row:
     base, kept = bench.work / "current" / task.id, bench.work / variant.label / task.id
     repo = working_copy(pristine, base)
     failed_before = fails_when_planted(task, pristine)
+    if bench.without_tests:
+        drop_tests(repo)
     failing_test = give_test(task, repo) if bench.given_test else None
     started, load_before = time.monotonic(), os.getloadavg()[0]
     with bench.proxy.scope() if bench.proxy else nullcontext(ScopeStats()) as stats:
@@ -391,6 +397,16 @@ def usage_of(events: Sequence[Row]) -> Row:
         "samples": len(repairs),
         "applied_samples": sum(int(e.get("patch_lines") or 0) > 0 for e in repairs),
     }
+
+
+def drop_tests(repo: Path) -> list[str]:
+    """Remove and commit away every tracked test file of `repo` (snaffle's `is_test_file`: tests/ directories,
+    test_*.py, *_test.py, conftest.py); the paths removed."""
+    tests = [p for p in git(repo, "ls-files", "-z").split("\0") if p and is_test_file(p)]
+    if tests:
+        git(repo, "rm", "-q", "--", *tests)
+        git(repo, "commit", "-q", "-m", "no tests")
+    return tests
 
 
 def give_test(task: BenchTask, repo: Path) -> str:
@@ -560,6 +576,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "line_origin_first": {"pipeline": {"line_repair": True, "line_origin_first": True}},
     "line_nested": {"pipeline": {"line_repair": True, "line_nested": True}},
     "line_header_only": {"pipeline": {"line_repair": True, "line_header_only": True}},
+    "line_untested": {"pipeline": {"line_repair": True, "line_untested": True}},
 }
 """What `--on` adds to today's default, one group a row (and all of them together in a last row)."""
 GROUPS = CANDIDATE_GROUPS | ON_GROUPS
@@ -877,6 +894,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the arm gets the judging test as a committed failing test; labels get +given-test",
     )
+    parser.add_argument(
+        "--without-tests",
+        action="store_true",
+        help="the package's own tests are removed from each run's copy; labels get +without-tests",
+    )
     parser.add_argument("--redo", action="store_true", help="rerun tasks that already have a row")
     parser.add_argument(
         "--interleave", action="store_true", help="every variant on a task before the next (splits in turn)"
@@ -896,6 +918,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants, baseline = suffixed(variants, baseline, "+" + Path(args.prompts).name)
     if args.given_test:
         variants, baseline = suffixed(variants, baseline, "+given-test")
+    if args.without_tests:
+        variants, baseline = suffixed(variants, baseline, "+without-tests")
     if args.label:
         variants, baseline = suffixed(variants, baseline, "+" + args.label)
     variants, baseline = on_engine(args, variants, baseline)
@@ -913,6 +937,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 Path(args.cache),
                 proxy,
                 args.given_test,
+                args.without_tests,
             )
             run_all(bench, variants, tasks, path, args.redo, args.interleave)
     ids = {t.id for t in tasks}

@@ -157,6 +157,30 @@ def test_given_test_is_committed_next_to_the_import_root(tmp_path: Path) -> None
     assert ab.give_test(flat, repo) == "test_bench_given.py"
 
 
+def test_without_tests_commits_away_every_test_file_and_keeps_the_source(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for name in (
+        "pkg/__init__.py",
+        "pkg/core.py",
+        "tests/test_core.py",
+        "tests/data/x.txt",
+        "conftest.py",
+        "pkg/a_test.py",
+    ):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("X = 1\n")
+    ab.git(repo, "init", "-q")
+    ab.git(repo, "add", "-A")
+    ab.git(repo, "commit", "-q", "-m", "base")
+    removed = ab.drop_tests(repo)
+    assert sorted(removed) == ["conftest.py", "pkg/a_test.py", "tests/data/x.txt", "tests/test_core.py"]
+    assert sorted(ab.git(repo, "ls-files").split()) == ["pkg/__init__.py", "pkg/core.py"]
+    assert ab.git(repo, "status", "--porcelain") == "", "committed: the run's patch never holds the removal"
+    assert ab.drop_tests(repo) == [], "nothing left to remove, no empty commit"
+    labelled, _ = ab.suffixed(*ab.variants_for(ab.parse_args(["--arms", "agentless-oneshot"])), "+without-tests")
+    assert ab.parse_args(["--without-tests"]).without_tests and labelled[0].label.endswith("+without-tests")
+
+
 def test_prompt_and_given_test_variants_are_labelled(tmp_path: Path) -> None:
     args = ab.parse_args(["--arms", "agentless-oneshot,minimal", "--given-test"])
     variants, baseline = ab.variants_for(args)

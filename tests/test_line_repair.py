@@ -168,6 +168,41 @@ def test_a_span_that_is_not_the_sources_makes_no_mutant() -> None:
     assert line_repair.mutant(SHELF_SOURCE, span, "```python\nif key in self.frozen:\n```") is None
 
 
+@pytest.mark.parametrize("untested", [False, True])
+def test_a_repository_without_tests_is_screened_by_the_issue_alone_only_with_the_switch(
+    scripted: Start, tmp_path: Path, untested: bool
+) -> None:
+    files = {name: text for name, text in SHELF_FILES.items() if not name.startswith("tests/")}
+    repo = make_repo(tmp_path / "shelf", files)
+    server = scripted([RIGHT_IF, WRONG_RAISE, SAMPLE] if untested else [SAMPLE])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_untested": untested}
+    attempt = agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
+    decisions = [e["decision"] for e in stage_events(out, "line_repair")]
+    if not untested:
+        assert decisions == ["no related test passes on the original"] and len(server.requests) == 1
+        return
+    assert decisions[:2] == [
+        "no related test file: screened by the issue's evidence alone",
+        "2 corrections of 2 lines asked",
+    ]
+    assert attempt.exit_status == "validated" and len(server.requests) == 2, "no rewrite sample"
+    assert f"-{IF_LINE}\n+        if key in self.frozen:\n" in attempt.patch
+
+
+def test_related_tests_that_never_pass_still_refuse_line_repair_with_the_switch(
+    scripted: Start, tmp_path: Path
+) -> None:
+    broken = "from shelf import Shelf\nimport not_installed_anywhere\n\n\ndef test_keys():\n    assert Shelf()\n"
+    repo = make_repo(tmp_path / "shelf", {**SHELF_FILES, "tests/test_core.py": broken})
+    server = scripted([SAMPLE])
+    out = tmp_path / "run"
+    options = {"samples": 1, "one_shot": True, "line_repair": True, "line_untested": True}
+    agentless(repo, RAISING_ISSUE, server.base_url, out, **options)
+    assert [e["decision"] for e in stage_events(out, "line_repair")] == ["no related test passes on the original"]
+    assert len(server.requests) == 1, "the one rewrite sample, no line question"
+
+
 def test_a_related_test_failing_on_the_original_screens_the_corrections_of_a_prose_issue(
     scripted: Start, tmp_path: Path
 ) -> None:

@@ -37,7 +37,14 @@ MAX_LINE_PASSES = 4
 """The most passes over the lines `line_passes` may ask for (each pass is up to `[line_repair] max_lines` calls)."""
 ZERO_TOKEN_SWITCHES = ("mutation",)
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
-LINE_SWITCHES = ("line_repair", "line_insert", "line_origin_first", "line_nested", "line_header_only")
+LINE_SWITCHES = (
+    "line_repair",
+    "line_insert",
+    "line_origin_first",
+    "line_nested",
+    "line_header_only",
+    "line_untested",
+)
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
 EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted")
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
@@ -212,6 +219,9 @@ class PipelineConfig:
     line_header_only: bool = _from_data("line_header_only")
     """With `line_repair`: an answer about a compound statement's header replaces that header only; the lines the
     answer goes on with (its block, repeated or rewritten) are dropped."""
+    line_untested: bool = _from_data("line_untested")
+    """With `line_repair`: a repository with no related test file (none shipped) is screened by the issue's own
+    evidence alone; where related tests exist but none passes (a broken environment) line repair still refuses."""
     line_passes: int = _from_data("line_passes")
     """1: one greedy call per line; N: while nothing is decisive, each line N - 1 times more at `temperature`."""
     line_entities: int = _from_data("line_entities")

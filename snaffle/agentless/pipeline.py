@@ -177,18 +177,22 @@ class Pipeline:
         found, stopped = self.screened("mutation", planned, evidence, first)
         return found, self.decisive("mutation", found, stopped)
 
-    def screening_evidence(self, name: str, existing: bool = False) -> list[Evidence]:
+    def screening_evidence(self, name: str, existing: bool = False, untested: bool = False) -> list[Evidence]:
         """The issue's own evidence a search over changes may be screened by (a model-written reproduction test can
         be wrong), and with `existing` the related tests failing on the original; none, said in a `name` stage, when
         there is none or no related test passes on the original (nothing would catch what a change breaks
-        elsewhere)."""
+        elsewhere). With `untested`, a repository with no related test file at all is screened by the issue's
+        evidence alone (said in the stage); tests that exist but never pass still refuse."""
         evidence = [e for e in self.evidence if e.name != "reproduction" or self.repro_made]
         if existing and self.existing_failing:
             evidence.append(TestEvidence("failing_existing", self.existing_failing))
-        if not evidence or not self.before.passed:
+        alone = untested and not self.related
+        if not evidence or not (self.before.passed or alone):
             why = "no related test passes on the original" if evidence else "nothing from the issue could tell a fix"
             self.stage(name, why)
             return []
+        if alone:
+            self.stage(name, "no related test file: screened by the issue's evidence alone")
         return evidence
 
     def screened(
@@ -215,7 +219,7 @@ class Pipeline:
         """Each statement of the first-ranked functions that the evidence ran is called wrong in turn and the model
         answers with its correction (agentless/line_repair.py); the corrections are screened and validated as
         mutation's are. The calls never take the turns the samples need."""
-        evidence = self.screening_evidence("line_repair", existing=True)
+        evidence = self.screening_evidence("line_repair", existing=True, untested=self.config.line_untested)
         if not evidence:
             return [], False
         targets = self.line_targets(index, located)
