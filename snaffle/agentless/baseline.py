@@ -11,11 +11,12 @@ from snaffle.sandbox import Sandbox
 from snaffle.workspace import Workspace
 
 NO_WORKING_TESTS = "no working tests"
-RELAXATIONS: tuple[tuple[str, dict[str, str]], ...] = (
-    ("addopts_dropped", {"PYTEST_ADDOPTS": "-o addopts="}),
-    ("conftest_dropped", {"PYTEST_ADDOPTS": "-o addopts= --noconftest"}),
+RELAXATIONS: tuple[tuple[str, str], ...] = (
+    ("addopts_dropped", "-o addopts="),
+    ("conftest_dropped", "-o addopts= --noconftest"),
 )
-"""When no related test runs, the environments tried next, in order, each named by the baseline field it sets: the
+"""When no related test runs, the pytest options tried next (added to PYTEST_ADDOPTS), in order, each named by the
+baseline field it sets: the
 repository's ini `addopts` left out (`-o` empties them; they often name a plugin this environment lacks), then its
 conftest.py files too (an older repository's hook this pytest refuses, `pytest_ignore_collect(path, ...)`, stops
 every test; tests that need its fixtures then error, and only the others count)."""

@@ -46,7 +46,7 @@ LINE_SWITCHES = (
     "line_untested",
 )
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
-EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted")
+EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted", "doctest_fallback")
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
@@ -234,6 +234,9 @@ class PipelineConfig:
     unguarded_submitted: bool = _from_data("unguarded_submitted")
     """A fix the evidence shows ends `submitted`, not `validated`, when a patched file's own test module could not be
     collected on the original (`validate.unguarded`): nothing checked what else it changes there."""
+    doctest_fallback: bool = _from_data("doctest_fallback")
+    """Where no related test file exists, the docstring examples of the located source files are the related tests
+    (every pytest run of the run collects doctests: `validate.DOCTEST_ADDOPTS`)."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

@@ -29,11 +29,13 @@ from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import Spectrum, spectrum
 from snaffle.agentless.validate import (
+    DOCTEST_ADDOPTS,
     TESTS_TIMEOUT_S,
     CandidatePatch,
     Ending,
     TestOutcomes,
     changed_lines,
+    doctest_modules,
     ending,
     evidence_named,
     normalized_key,
@@ -42,6 +44,7 @@ from snaffle.agentless.validate import (
     run_tests,
     select,
     unguarded,
+    with_addopts,
 )
 from snaffle.cache import cache_dir
 from snaffle.exceptions import Interrupt, LimitsExceeded
@@ -409,22 +412,33 @@ class Pipeline:
 
     def baseline(self, index: RepoIndex, located: Localization, context: RepairContext) -> None:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
-        self.related = related_tests(index, [p for p, _ in located.files[:5]])
+        files = [p for p, _ in located.files[:5]]
+        self.related = related_tests(index, files)
+        doctests = not self.related and self.config.doctest_fallback and self.doctests(index, files)
         self.before = self.run_tests(self.workspace, self.related)
         relaxed = self.relaxed_baseline() if self.related and not baseline.works(self.before) else ""
         decision, fields = baseline.verdict(self.before, self.related, self.workspace, self.sandbox)
         fields = {**fields, relaxed: True} if relaxed else fields
+        fields = {**fields, "doctests": True} if doctests else fields
         self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
         self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
 
+    def doctests(self, index: RepoIndex, files: Sequence[str]) -> bool:
+        """With no related test file: the located source files with docstring examples become the related tests,
+        and every later pytest run of this run collects doctests (`doctest_fallback`). Whether there are any."""
+        self.related = doctest_modules(index, files)
+        if self.related:
+            self.sandbox = replace(self.sandbox, env=with_addopts(self.sandbox.env, DOCTEST_ADDOPTS))
+        return bool(self.related)
+
     def relaxed_baseline(self) -> str:
         """When no related test runs, once more in each of `baseline.RELAXATIONS` (the repository's `addopts` left
         out, then its conftest.py files too); the first in which tests run holds for every later pytest run of this
         run (PYTEST_ADDOPTS, in the sandbox's env). Its name, or '' when none made tests run."""
-        for name, env in baseline.RELAXATIONS:
-            relaxed = replace(self.sandbox, env={**self.sandbox.env, **env})
+        for name, options in baseline.RELAXATIONS:
+            relaxed = replace(self.sandbox, env=with_addopts(self.sandbox.env, options))
             again = self.run_tests(self.workspace, self.related, sandbox=relaxed)
             if baseline.works(again):
                 self.sandbox, self.before = relaxed, again

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -92,6 +93,24 @@ def related_tests(index: RepoIndex, files: Sequence[str]) -> list[str]:
         if named or imports & modules or any(i.startswith(m + ".") for i in imports for m in modules):
             found.append(test)
     return sorted(found, key=lambda t: (not named_after(t, stems), t))[:MAX_RELATED_TEST_FILES]
+
+
+DOCTEST_ADDOPTS = "--doctest-modules"
+"""pytest's option that collects the docstring examples of the .py files it is given (`doctest_modules`)."""
+DOCTEST_RE = re.compile(r"^\s*>>> ", re.MULTILINE)
+
+
+def doctest_modules(index: RepoIndex, files: Sequence[str]) -> list[str]:
+    """Of `files`, the source modules (no test files) with a docstring example (`>>> `) in them: the related tests
+    of a repository that ships no test file, run with `DOCTEST_ADDOPTS`."""
+    sources = [f for f in files if f.endswith(".py") and not is_test_file(f)]
+    return [f for f in sources if DOCTEST_RE.search(index.source(f).decode("utf-8", errors="replace"))]
+
+
+def with_addopts(env: Mapping[str, str], options: str) -> dict[str, str]:
+    """`env` with `options` appended to its PYTEST_ADDOPTS (every pytest run in that environment takes them)."""
+    joined = " ".join(part for part in (env.get("PYTEST_ADDOPTS", ""), options) if part)
+    return {**env, "PYTEST_ADDOPTS": joined}
 
 
 def named_after(test: str, stems: Collection[str]) -> bool:
