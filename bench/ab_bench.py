@@ -571,6 +571,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "failing_by_function": {"pipeline": {"failing_by_function": True}},
     "unguarded_submitted": {"pipeline": {"unguarded_submitted": True}},
     "doctest_fallback": {"pipeline": {"doctest_fallback": True}},
+    "doctest_always": {"pipeline": {"doctest_always": True}},
     "max_existing_failures_25": {"pipeline": {"max_existing_failures": 25}},
     "line_passes_3": {"pipeline": {"line_repair": True, "line_passes": 3}},
     "line_passes_4": {"pipeline": {"line_repair": True, "line_passes": 4}},

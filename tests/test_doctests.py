@@ -98,27 +98,40 @@ def test_options_are_appended_to_pytest_addopts() -> None:
     assert merged["PYTEST_ADDOPTS"] == "--doctest-modules -o addopts="
 
 
-@pytest.mark.parametrize("doctests", [False, True])
-def test_the_examples_of_a_repository_without_tests_reject_a_line_fix_the_issue_alone_accepts(
-    scripted: Start, tmp_path: Path, doctests: bool
+PUSH_TEST = "from stack import Stack\n\n\ndef test_push():\n    s = Stack()\n    s.push(1)\n    assert s.items == [1]\n"
+WITH_TESTS = {**STACK_FILES, "tests/test_core.py": PUSH_TEST}
+
+
+@pytest.mark.parametrize(
+    ("files", "switch", "on"),
+    [
+        (STACK_FILES, "doctest_fallback", False),
+        (STACK_FILES, "doctest_fallback", True),
+        (WITH_TESTS, "doctest_always", False),
+        (WITH_TESTS, "doctest_always", True),
+    ],
+)
+def test_the_examples_reject_a_line_fix_that_the_issue_and_the_test_files_accept(
+    scripted: Start, tmp_path: Path, files: dict[str, str | bytes], switch: str, on: bool
 ) -> None:
-    repo = make_repo(tmp_path / "stack", STACK_FILES)
+    repo = make_repo(tmp_path / "stack", files)
     server = scripted([REPEAT_FIRST, REPEAT_SECOND, WRONG_RETURN, RIGHT_SAMPLE])
     out = tmp_path / "run"
     switches = replace(switch_defaults(), failing_existing=True)
     options = {"samples": 1, "one_shot": True, "line_repair": True, "line_untested": True, "switches": switches}
-    attempt = agentless(repo, ISSUE, server.base_url, out, doctest_fallback=doctests, **options)
+    attempt = agentless(repo, ISSUE, server.base_url, out, **{switch: on}, **options)
     baseline = stage_events(out, "regression_baseline")[0]
     screened = [e["decision"] for e in stage_events(out, "line_repair")]
+    test_files = [name for name in files if name.startswith("tests/")]
     assert attempt.exit_status == "validated"
-    if not doctests:
-        assert baseline["files"] == [] and "doctests" not in baseline
-        assert screened[-1].startswith("1 of 1 mutants pass"), "the issue alone cannot tell"
+    if not on:
+        assert baseline["files"] == test_files and "doctests" not in baseline
+        assert screened[-1].startswith("1 of 1 mutants pass"), "the issue and the test files cannot tell"
         assert "+        return self.items[-1]\n" in attempt.patch, "a wrong fix, validated"
         assert len(server.requests) == 3, "decisive: no sample"
         return
-    assert baseline["files"] == ["stack/core.py"] and baseline["doctests"] is True
-    assert baseline["passed"] == 3 and baseline["failed"] == 2
+    assert baseline["files"] == [*test_files, "stack/core.py"] and baseline["doctests"] == ["stack/core.py"]
+    assert baseline["passed"] == 3 + len(test_files) and baseline["failed"] == 2
     failing = stage_events(out, "failing_tests")[0]["tests"]
     assert failing == ["stack/core.py::stack.core.Stack", "stack/core.py::stack.core.Stack.pop"]
     assert screened[-1].startswith("0 of 1 mutants pass"), "the class's example still fails"

@@ -46,7 +46,7 @@ LINE_SWITCHES = (
     "line_untested",
 )
 """The harness names each line, the model corrects it (agentless/line_repair.py): [pipeline] keys for `--on`."""
-EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted", "doctest_fallback")
+EVIDENCE_SWITCHES = ("failing_by_function", "unguarded_submitted", "doctest_fallback", "doctest_always")
 """What counts as evidence (agentless/facts.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 FROM_DATA = (
     "samples",
@@ -237,6 +237,8 @@ class PipelineConfig:
     doctest_fallback: bool = _from_data("doctest_fallback")
     """Where no related test file exists, the docstring examples of the located source files are the related tests
     (every pytest run of the run collects doctests: `validate.DOCTEST_ADDOPTS`)."""
+    doctest_always: bool = _from_data("doctest_always")
+    """The docstring examples of the located source files join the related tests even where test files exist."""
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
     switches: Switches = field(default_factory=switch_defaults)
     """data/agentless.toml [mechanisms]: which execution-grounded mechanisms run (see `uses`)."""

@@ -126,6 +126,7 @@ SWITCH_HELP = {
     "line_header_only": "with --line-repair: an answer about an if/for/except header replaces the header only",
     "line_untested": "with --line-repair: a repository with no related test file is screened by the issue alone",
     "doctest_fallback": "where no related test file exists, the located files' docstring examples are the tests",
+    "doctest_always": "the located files' docstring examples join the related tests, test files or not",
     "failing_by_function": "related tests failing on the original are capped per test function, not per case",
     "unguarded_submitted": "a shown fix is only submitted when its file's own test module could not be collected",
 }

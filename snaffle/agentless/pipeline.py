@@ -414,24 +414,26 @@ class Pipeline:
         """Tests before any edit: related test files' outcomes, and a reproduction test if none was given."""
         files = [p for p, _ in located.files[:5]]
         self.related = related_tests(index, files)
-        doctests = not self.related and self.config.doctest_fallback and self.doctests(index, files)
+        wanted = self.config.doctest_always or (self.config.doctest_fallback and not self.related)
+        doctests = self.doctests(index, files) if wanted else []
+        self.related += doctests
         self.before = self.run_tests(self.workspace, self.related)
         relaxed = self.relaxed_baseline() if self.related and not baseline.works(self.before) else ""
         decision, fields = baseline.verdict(self.before, self.related, self.workspace, self.sandbox)
         fields = {**fields, relaxed: True} if relaxed else fields
-        fields = {**fields, "doctests": True} if doctests else fields
+        fields = {**fields, "doctests": doctests} if doctests else fields
         self.stage("regression_baseline", decision, files=self.related, **fields)
         if self.task.failing_test is None and self.config.reproduce:
             self.reproduction(context)
         self.evidence += test_evidence(self.task.failing_test, str(self.repro) if self.repro else None)
 
-    def doctests(self, index: RepoIndex, files: Sequence[str]) -> bool:
-        """With no related test file: the located source files with docstring examples become the related tests,
-        and every later pytest run of this run collects doctests (`doctest_fallback`). Whether there are any."""
-        self.related = doctest_modules(index, files)
-        if self.related:
+    def doctests(self, index: RepoIndex, files: Sequence[str]) -> list[str]:
+        """The located source files with docstring examples, to run as related tests (`doctest_fallback`,
+        `doctest_always`); when there are any, every later pytest run of this run collects doctests."""
+        found = doctest_modules(index, files)
+        if found:
             self.sandbox = replace(self.sandbox, env=with_addopts(self.sandbox.env, DOCTEST_ADDOPTS))
-        return bool(self.related)
+        return found
 
     def relaxed_baseline(self) -> str:
         """When no related test runs, once more in each of `baseline.RELAXATIONS` (the repository's `addopts` left
