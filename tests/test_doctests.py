@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from snaffle.agentless.config import switch_defaults
+from snaffle.agentless.junit import read_cases
 from snaffle.agentless.validate import doctest_modules, with_addopts
 from snaffle.index.repo import RepoIndex
 from tests.helpers import Start, make_repo, stage_events
@@ -92,13 +93,46 @@ def test_the_doctest_modules_are_the_located_sources_with_an_example(tmp_path: P
     assert doctest_modules(index, located) == ["stack/core.py"]
 
 
+def test_a_test_modules_docstring_examples_are_no_test_cases(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    cases = [
+        ("tests.test_core", "test_push"),
+        ("tests.test_core", "tests.test_core"),
+        ("tests.test_core", "tests.test_core.Helper"),
+        ("tests.test_core", "test_core.Helper"),
+        ("stack.core", "stack.core.Stack.pop"),
+        ("stack.core", "stack.core"),
+        ("tests.test_core.TestStack", "test_pop[a.b]"),
+        ("tests.test_core", "test_core"),
+    ]
+    body = "".join(f'<testcase classname="{c}" name="{n}"><failure/></testcase>' for c, n in cases)
+    junit.write_text(f"<testsuites><testsuite>{body}</testsuite></testsuites>")
+    kept = [(c.classname, c.name) for c in read_cases(junit) or []]
+    assert kept == [cases[0], cases[4], cases[5], cases[6], cases[7]], "a name without a dot is a test's"
+
+
 def test_options_are_appended_to_pytest_addopts() -> None:
     assert with_addopts({"HOME": "/h"}, "--doctest-modules") == {"HOME": "/h", "PYTEST_ADDOPTS": "--doctest-modules"}
     merged = with_addopts({"PYTEST_ADDOPTS": "--doctest-modules"}, "-o addopts=")
     assert merged["PYTEST_ADDOPTS"] == "--doctest-modules -o addopts="
 
 
-PUSH_TEST = "from stack import Stack\n\n\ndef test_push():\n    s = Stack()\n    s.push(1)\n    assert s.items == [1]\n"
+PUSH_TEST = """from stack import Stack
+
+
+class Helper:
+    \"\"\"Prose, not a test:
+
+    >>> Stack().pop()
+    99
+    \"\"\"
+
+
+def test_push():
+    s = Stack()
+    s.push(1)
+    assert s.items == [1]
+"""
 WITH_TESTS = {**STACK_FILES, "tests/test_core.py": PUSH_TEST}
 
 
