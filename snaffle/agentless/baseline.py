@@ -15,11 +15,11 @@ RELAXATIONS: tuple[tuple[str, str], ...] = (
     ("addopts_dropped", "-o addopts="),
     ("conftest_dropped", "-o addopts= --noconftest"),
 )
-"""When no related test runs, the pytest options tried next (added to PYTEST_ADDOPTS), in order, each named by the
-baseline field it sets: the
-repository's ini `addopts` left out (`-o` empties them; they often name a plugin this environment lacks), then its
-conftest.py files too (an older repository's hook this pytest refuses, `pytest_ignore_collect(path, ...)`, stops
-every test; tests that need its fixtures then error, and only the others count)."""
+"""When no related test runs, the pytest options tried next (appended to PYTEST_ADDOPTS), in order, each named by
+the baseline field it sets: the repository's ini `addopts` left out (`-o` empties them; they often name a plugin
+this environment lacks), then its conftest.py files too (an older repository's hook this pytest refuses,
+`pytest_ignore_collect(path, ...)`, stops every test; tests that need its fixtures then error, and only the others
+count)."""
 WHY_TIMEOUT_S = 120.0
 ERROR_LINES = (
     re.compile(r"^E\s+((?:[\w.]+(?:Error|Exception)\b|No module named\b).*)$"),

@@ -101,8 +101,8 @@ DOCTEST_RE = re.compile(r"^\s*>>> ", re.MULTILINE)
 
 
 def doctest_modules(index: RepoIndex, files: Sequence[str]) -> list[str]:
-    """Of `files`, the source modules (no test files) with a docstring example (`>>> `) in them: the related tests
-    of a repository that ships no test file, run with `DOCTEST_ADDOPTS`."""
+    """Of `files`, the source modules (no test files) with a docstring example (`>>> `) in them: related tests when
+    run with `DOCTEST_ADDOPTS` (`doctest_fallback`, `doctest_always`)."""
     sources = [f for f in files if f.endswith(".py") and not is_test_file(f)]
     return [f for f in sources if DOCTEST_RE.search(index.source(f).decode("utf-8", errors="replace"))]
 
