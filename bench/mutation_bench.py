@@ -33,11 +33,11 @@ NO_EDIT = {"content": "I could not find the bug.", "repeat": 1000}
 """What the scripted model answers to every call: no code block, so no sample ever changes anything."""
 
 
-def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str) -> dict[str, Any]:
+def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str, handler: bool = False) -> dict[str, Any]:
     pristine = ab.pristine_repo(task, cache)
     base = work / task.id
     repo = ab.working_copy(pristine, base)
-    pipeline = PipelineConfig(samples=1, one_shot=True, mutation=True, reproduce=False)
+    pipeline = PipelineConfig(samples=1, one_shot=True, mutation=True, reproduce=False, handler_least_change=handler)
     config = SolveConfig(
         "agentless",
         ModelConfig(url, "scripted"),
@@ -72,7 +72,7 @@ def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str) -> dict[str,
 
 def outcome(stages: Sequence[dict[str, Any]]) -> str:
     """One word for how the mutation stage ended."""
-    decisions = [str(s.get("decision", "")) for s in stages]
+    decisions = [str(s.get("decision", "")) for s in stages if "set aside" not in str(s.get("decision", ""))]
     if not decisions:
         return "not run"
     last = decisions[-1]
@@ -118,6 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "snaffle" / "bench"))
     parser.add_argument("--work", default="/tmp/mutation_bench")
     parser.add_argument("--results", default="/tmp/mutation_bench/rows.jsonl")
+    parser.add_argument(
+        "--handler-least-change",
+        action="store_true",
+        help="set aside the handler changes another change of the same except clause keeps more of and adds less to",
+    )
     args = parser.parse_args(argv)
     tasks = ab.select_tasks(ab.load_tasks(), args.tasks, 0, args.split)
     results = Path(args.results)
@@ -126,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = ScriptedServer([NO_EDIT]).start()
     try:
         for task in tasks:
-            row = run_task(task, Path(args.cache), Path(args.work), server.base_url)
+            row = run_task(task, Path(args.cache), Path(args.work), server.base_url, args.handler_least_change)
             rows.append(row)
             with results.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(row) + "\n")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from snaffle.agentless import mutation
 from snaffle.agentless.evidence import TestEvidence
-from snaffle.agentless.mutants import mutants
-from snaffle.agentless.mutation import decisive, seconded
+from snaffle.agentless.mutants import Mutant, mutants
+from snaffle.agentless.mutation import changes_less, decisive, handler_classes, least_handler_change, seconded
 from snaffle.agentless.validate import CandidatePatch
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
@@ -186,3 +187,84 @@ def test_a_given_failing_test_screens_only_the_lines_it_ran(scripted: Start, cal
     assert screened["evidence"] == ["failing_test"]
     lines = {int(s.split(" ")[0].split(":")[1]) for s in screened["survivors"]}
     assert lines == {6} and screened["generated"] == 2  # `return a - b` changed or deleted; not mul's `a * b`
+
+
+LOOKUP_SOURCE = """def get_in(keys, coll, default=None):
+    try:
+        for key in keys:
+            coll = coll[key]
+        return coll
+    except (KeyError, TypeError):
+        return default
+"""
+LOOKUP_FILES: dict[str, str | bytes] = {
+    "lookup/__init__.py": "from lookup.core import get_in\n",
+    "lookup/core.py": LOOKUP_SOURCE,
+    "tests/test_core.py": (
+        "from lookup import get_in\n\n\ndef test_found():\n    assert get_in(['a', 0], {'a': [7]}) == 7\n\n\n"
+        "def test_wrong_type():\n    assert get_in(['a', 'b'], {'a': [7]}) is None\n"
+    ),
+}
+LOOKUP_ISSUE = """get_in raises on a short list
+
+    >>> from lookup import get_in
+    >>> get_in(['a', 3], {'a': [7]})
+    Traceback (most recent call last):
+      ...
+    IndexError: list index out of range
+
+A missing index should give the default, as a missing key does.
+"""
+NO_EDIT = {"content": "I could not find the bug.", "repeat": 100}
+
+
+def handler_mutants() -> dict[str, Mutant]:
+    """The changes `except (KeyError, TypeError):` gets at `KeyError`, by what they turn it into."""
+    found = mutants(LOOKUP_SOURCE, "lookup/core.py", [(1, 7)])
+    return {m.after: m for m in found if m.operator.startswith("exception_") and m.before == "KeyError"}
+
+
+def test_a_handler_change_that_keeps_what_was_caught_and_adds_least_is_preferred() -> None:
+    changes = handler_mutants()
+    swapped, widened, lookup = changes["IndexError"], changes["KeyError, IndexError"], changes["LookupError"]
+    assert changes_less(widened, swapped) and not changes_less(swapped, widened)  # the swap drops KeyError
+    assert changes_less(widened, lookup) and not changes_less(lookup, widened)  # LookupError adds more than needed
+    assert changes_less(lookup, swapped)
+    assert not changes_less(widened, widened)
+    survivors = [mutation.Survivor(m, "") for m in (swapped, widened, lookup)]
+    found = [candidate(6, "swap"), candidate(7, "widen"), candidate(8, "lookup")]
+    assert [c.key for c in least_handler_change(survivors, found)] == ["widen"]
+    broken = [candidate(6, "swap"), candidate(7, "widen", valid=False), candidate(8, "lookup")]
+    assert [c.key for c in least_handler_change(survivors, broken)] == ["widen", "lookup"]  # an invalid one is no rival
+    weaker = [candidate(6, "swap", fixed=3), candidate(7, "widen", fixed=0), candidate(8, "lookup", fixed=0)]
+    assert [c.key for c in least_handler_change(survivors, weaker)] == ["swap", "widen"]  # better evidence stays
+
+
+def test_only_builtin_exceptions_of_one_clause_are_compared() -> None:
+    assert handler_classes("(KeyError, IndexError)") == (KeyError, IndexError)
+    assert handler_classes("KeyError, MyError") is None and handler_classes("") is None
+    assert handler_classes("len") is None  # a builtin, not an exception
+    source = "try:\n    f()\nexcept KeyError:\n    pass\ntry:\n    g()\nexcept KeyError:\n    pass\n"
+    first, second = (
+        [m for m in mutants(source, "m.py", [(1, 8)]) if m.line == line and m.after == "(KeyError, IndexError)"][0]
+        for line in (3, 7)
+    )
+    assert not changes_less(first, second)  # another clause
+
+
+def test_a_tie_between_handler_changes_is_settled_by_the_least_change(scripted: Start, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "lookup", LOOKUP_FILES)
+    server = scripted([NO_EDIT])
+    out = tmp_path / "run"
+    options: dict[str, Any] = {"samples": 1, "one_shot": True, "mutation": True, "line_repair": False}
+    attempt = agentless(repo, LOOKUP_ISSUE, server.base_url, out, handler_least_change=True, **options)
+    assert attempt.exit_status == "validated", stages(out)
+    assert "+    except (KeyError, IndexError, TypeError):\n" in attempt.patch and server.requests == []
+    aside = [e for e in stage_events(out, "mutation") if "set aside" in e["decision"]]
+    assert len(aside) == 1 and any("`KeyError` -> `IndexError`" in a for a in aside[0]["aside"])
+    assert any("`KeyError` -> `LookupError`" in a for a in aside[0]["aside"])
+
+    tied, repo = tmp_path / "tied", make_repo(tmp_path / "again", LOOKUP_FILES)  # the run above applied its fix
+    attempt = agentless(repo, LOOKUP_ISSUE, server.base_url, tied, handler_least_change=False, **options)
+    assert attempt.exit_status == "no_valid_patch" and len(server.requests) >= 1
+    assert stage_events(tied, "mutation")[-1]["decision"].startswith("not decisive: no one behaviour")

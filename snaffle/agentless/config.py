@@ -35,7 +35,7 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 MAX_LINE_PASSES = 4
 """The most passes over the lines `line_passes` may ask for (each pass is up to `[line_repair] max_lines` calls)."""
-ZERO_TOKEN_SWITCHES = ("mutation",)
+ZERO_TOKEN_SWITCHES = ("mutation", "handler_least_change")
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 LINE_SWITCHES = (
     "line_repair",
@@ -205,6 +205,9 @@ class PipelineConfig:
     mutation: bool = _from_data("mutation")
     """One-point mutants of the localized code are screened against the issue's own evidence before any sample;
     one that validates ends the repair with no model call (agentless/mutation.py)."""
+    handler_least_change: bool = _from_data("handler_least_change")
+    """Of screened changes to one `except` clause that validate with evidence as good, the ones another keeps more
+    of and adds less to are set aside (agentless/mutation.py `least_handler_change`), so they do not tie."""
     line_repair: bool = _from_data("line_repair")
     """Each statement the evidence ran of the first-ranked entity is called wrong in turn and the model corrects
     it; the corrections are screened like mutants, before any sample (agentless/line_repair.py)."""

@@ -10,6 +10,7 @@ model-written reproduction test can be wrong, and a mutant picked by it alone wo
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import os
 import time
@@ -194,3 +195,51 @@ def seconded(found: Sequence[CandidatePatch], samples: Sequence[CandidatePatch])
     no sample agrees with is not a candidate once the screening was not decisive."""
     keys = {c.key for c in samples if c.valid}
     return [m for m in found if m.valid and m.key in keys]
+
+
+HANDLER_OPERATORS = frozenset({"exception_swapped", "exception_widened"})
+"""The operators that change what an `except` clause catches (agentless/mutants.py `_exception`)."""
+
+
+def least_handler_change(survivors: Sequence[Survivor], found: Sequence[CandidatePatch]) -> list[CandidatePatch]:
+    """`found` (the validated `survivors`, in their order) without the handler changes that another valid one of the
+    same `except` clause, with evidence as good, changes less: it still catches everything the clause caught where
+    this one drops some, or both keep it and this one adds strictly more (`LookupError` where `KeyError, IndexError`
+    is enough). The evidence cannot tell them apart, so they would tie; what the clause caught before is kept."""
+    pairs = list(zip(survivors, found, strict=True))
+
+    def bettered(survivor: Survivor, candidate: CandidatePatch) -> bool:
+        rank = evidence_rank(candidate)
+        return any(
+            rival.valid and evidence_rank(rival) <= rank and changes_less(other.mutant, survivor.mutant)
+            for other, rival in pairs
+            if rival is not candidate
+        )
+
+    return [candidate for survivor, candidate in pairs if not bettered(survivor, candidate)]
+
+
+def changes_less(rival: Mutant, mutant: Mutant) -> bool:
+    """Both change the same names of one `except` clause; `rival` keeps what it caught and `mutant` does not, or
+    both keep it and `mutant` catches strictly more."""
+    same_site = (rival.path, rival.start, rival.end) == (mutant.path, mutant.start, mutant.end)
+    if not same_site or {rival.operator, mutant.operator} - HANDLER_OPERATORS:
+        return False
+    before, ours, theirs = (handler_classes(m) for m in (mutant.before, mutant.after, rival.after))
+    if before is None or ours is None or theirs is None or not covers(theirs, before):
+        return False
+    return not covers(ours, before) or (covers(ours, theirs) and not covers(theirs, ours))
+
+
+def handler_classes(text: str) -> tuple[type[BaseException], ...] | None:
+    """The builtin exception classes `text` names (`KeyError`, `KeyError, IndexError`, `(A, B)`); None when a name
+    is not one (a project's own exception's hierarchy is not known here)."""
+    names = [name.strip() for name in text.strip().strip("()").split(",") if name.strip()]
+    found = [getattr(builtins, name, None) for name in names]
+    classes = [c for c in found if isinstance(c, type) and issubclass(c, BaseException)]
+    return tuple(classes) if names and len(classes) == len(names) else None
+
+
+def covers(wide: Sequence[type[BaseException]], narrow: Sequence[type[BaseException]]) -> bool:
+    """Every class of `narrow` is caught by a clause naming `wide`."""
+    return all(any(issubclass(n, w) for w in wide) for n in narrow)

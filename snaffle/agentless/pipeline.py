@@ -209,6 +209,11 @@ class Pipeline:
         report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
         self.stage(name, report.decision(), **report.fields())
         found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
+        if self.config.handler_least_change:
+            kept = mutation.least_handler_change(report.survivors, found)
+            if aside := [c.origin for c in found if c not in kept]:
+                self.stage(name, f"{len(aside)} handler changes set aside: another catches less", aside=aside)
+            found = kept
         return found, report.stopped
 
     def decisive(self, name: str, found: Sequence[CandidatePatch], stopped: str) -> bool:
