@@ -564,6 +564,7 @@ ON_GROUPS: dict[str, dict[str, dict[str, Any]]] = {
     "raised_expectations": {"snippets": {"raised_expectations": True}},
     "docstrings_apart": {"pipeline": {"docstrings_apart": True}},
     "mutation": {"pipeline": {"mutation": True}},
+    "mutation_compose": {"pipeline": {"mutation": True, "mutation_compose": True}},
     "line_repair": {"pipeline": {"line_repair": True}},
     "line_repair_tempered": {"pipeline": {"line_repair": True, "line_passes": 2}},
     "line_insert": {"pipeline": {"line_repair": True, "line_insert": True}},

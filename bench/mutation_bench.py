@@ -33,11 +33,15 @@ NO_EDIT = {"content": "I could not find the bug.", "repeat": 1000}
 """What the scripted model answers to every call: no code block, so no sample ever changes anything."""
 
 
-def run_task(task: ab.BenchTask, cache: Path, work: Path, url: str, handler: bool = False) -> dict[str, Any]:
+def run_task(
+    task: ab.BenchTask, cache: Path, work: Path, url: str, handler: bool = False, compose: bool = False
+) -> dict[str, Any]:
     pristine = ab.pristine_repo(task, cache)
     base = work / task.id
     repo = ab.working_copy(pristine, base)
-    pipeline = PipelineConfig(samples=1, one_shot=True, mutation=True, reproduce=False, handler_least_change=handler)
+    pipeline = PipelineConfig(
+        samples=1, one_shot=True, mutation=True, reproduce=False, handler_least_change=handler, mutation_compose=compose
+    )
     config = SolveConfig(
         "agentless",
         ModelConfig(url, "scripted"),
@@ -123,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="set aside the handler changes another change of the same except clause keeps more of and adds less to",
     )
+    parser.add_argument(
+        "--compose", action="store_true", help="a mutant that is part of a fix gets a second point (mutation_compose)"
+    )
     args = parser.parse_args(argv)
     tasks = ab.select_tasks(ab.load_tasks(), args.tasks, 0, args.split)
     results = Path(args.results)
@@ -131,7 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = ScriptedServer([NO_EDIT]).start()
     try:
         for task in tasks:
-            row = run_task(task, Path(args.cache), Path(args.work), server.base_url, args.handler_least_change)
+            row = run_task(
+                task, Path(args.cache), Path(args.work), server.base_url, args.handler_least_change, args.compose
+            )
             rows.append(row)
             with results.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(row) + "\n")

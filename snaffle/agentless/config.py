@@ -35,7 +35,7 @@ ONE_ENTITY_SCOPES = ("all", "greedy", "temperature")
 """Which samples target one entity when `one_entity` is on: every one, the greedy one (0), the ones after it."""
 MAX_LINE_PASSES = 4
 """The most passes over the lines `line_passes` may ask for (each pass is up to `[line_repair] max_lines` calls)."""
-ZERO_TOKEN_SWITCHES = ("mutation", "handler_least_change")
+ZERO_TOKEN_SWITCHES = ("mutation", "handler_least_change", "mutation_compose")
 """Candidates made without the model (agentless/mutation.py): [pipeline] keys the A/B bench turns on (`--on`)."""
 LINE_SWITCHES = (
     "line_repair",
@@ -208,6 +208,9 @@ class PipelineConfig:
     handler_least_change: bool = _from_data("handler_least_change")
     """Of screened changes to one `except` clause that validate with evidence as good, the ones another keeps more
     of and adds less to are set aside (agentless/mutation.py `least_handler_change`), so they do not tie."""
+    mutation_compose: bool = _from_data("mutation_compose")
+    """With `mutation`: where the best survivor is part of a fix, a second point is changed on top of it and screened
+    by the related tests failing on the original (agentless/pipeline.py `composed`)."""
     line_repair: bool = _from_data("line_repair")
     """Each statement the evidence ran of the first-ranked entity is called wrong in turn and the model corrects
     it; the corrections are screened like mutants, before any sample (agentless/line_repair.py)."""

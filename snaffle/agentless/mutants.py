@@ -3,9 +3,9 @@
 A bug that is one operator, constant, sign, name or statement away from its fix is found by trying each such change
 where the issue's evidence can tell (agentless/mutation.py runs them). The operators are the classic ones of
 mutation testing: relational, arithmetic and boolean operator replacement, a unary `-` or `not` removed or added, an
-integer one off, a `+ 1`/`- 1` term dropped or added to an index or range bound, a name swapped for its symmetric
-partner and an exception for its sibling (both tables in snaffle/data/mutation.toml), one simple statement deleted.
-Pure: source text in, mutants out; nothing here runs code.
+integer one off (a returned one negated), a `+ 1`/`- 1` term dropped or added to an index or range bound, a name
+swapped for its symmetric partner and an exception for its sibling (both tables in snaffle/data/mutation.toml), one
+simple statement deleted. Pure: source text in, mutants out; nothing here runs code.
 """
 
 from __future__ import annotations
@@ -209,8 +209,15 @@ def _changes(
         yield from _bounds(node, source)
     if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
         yield from _negated(node.test, source)
+    if isinstance(node, ast.Return) and _positive_int(node.value):
+        start, end = source.span(node.value)  # type: ignore[arg-type]
+        yield start, end, f"-{source.text(start, end)}", "sign_added"  # `unary_removed`'s inverse: a cmp's -1 and 1
     if isinstance(node, DELETABLE):
         yield from _deleted(node, source)
+
+
+def _positive_int(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0
 
 
 def _gap_operator(source: Source, left: ast.AST, right: ast.AST) -> tuple[int, int, str] | None:

@@ -190,6 +190,13 @@ def indecision(found: Sequence[CandidatePatch], stopped: str) -> str:
     return ""
 
 
+def partial(found: Sequence[CandidatePatch]) -> CandidatePatch | None:
+    """The survivor selection would choose when it is part of a fix: it fixes some related tests failing on the
+    original and leaves others failing (see `indecision`); None otherwise."""
+    chosen = validated_choice(found)
+    return chosen if chosen is not None and chosen.fixed and chosen.unfixed else None
+
+
 def seconded(found: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:
     """The valid mutants whose behaviour a valid sample of the model's also has: a second vote for it. A mutant
     no sample agrees with is not a candidate once the screening was not decisive."""

@@ -120,6 +120,7 @@ SWITCH_HELP = {
     "docstrings_apart": "one-shot rewrites see each candidate's docstring above its code, not in it",
     "mutation": "one-point mutants of the localized code are screened against the issue's evidence first (no tokens)",
     "handler_least_change": "with --mutation: of validated changes to one except clause, the least is kept",
+    "mutation_compose": "with --mutation: a mutant that is part of a fix gets a second point, screened by the tests",
     "line_repair": "each line the evidence ran of the first candidate is called wrong; its corrections are screened",
     "line_insert": "with --line-repair: a last pass asks of each line whether one is missing right after it",
     "line_origin_first": "with --line-repair: the located function a wrong value came from is asked about first",

@@ -178,7 +178,28 @@ class Pipeline:
         planned = mutation.plan(entities, index.source, self.executed_lines())
         first = max(self.config.samples, self.config.max_samples)
         found, stopped = self.screened("mutation", planned, evidence, first)
+        if self.config.mutation_compose and not stopped:
+            found += self.composed(index, entities, found, first + len(found))
         return found, self.decisive("mutation", found, stopped)
+
+    def composed(
+        self, index: RepoIndex, entities: Sequence[Entity], found: Sequence[CandidatePatch], first: int
+    ) -> list[CandidatePatch]:
+        """Where the best survivor is part of a fix (it fixes some related tests failing on the original and leaves
+        others failing), one more point is changed on top of it: the same entities' mutants, on the lines those
+        tests ran on the original, screened by all of them. A two-point bug (two swapped `return`s) whose halves the
+        issue's evidence sees apart is found this way; the survivors are validated like any other mutant."""
+        partial = mutation.partial(found)
+        failing = snippet_facts.existing_failures(self.before, index, len(self.before.asserted)) if partial else ()
+        if partial is None or not failing:
+            return []
+        lines = self.covered_run(index, failing).failing_lines
+        copy = self.workspace.clone(self.scratch / "mutation-composed")
+        copy.apply(partial.patch)
+        planned = mutation.plan(entities, lambda path: (copy.root / path).read_bytes(), lines or None)
+        self.stage("mutation", f"{partial.label} is part of a fix: a second point screened by {len(failing)} tests")
+        more, _ = self.screened("mutation", planned, [TestEvidence("failing_existing", failing)], first, copy)
+        return more
 
     def screening_evidence(self, name: str, existing: bool = False, untested: bool = False) -> list[Evidence]:
         """The issue's own evidence a search over changes may be screened by (a model-written reproduction test can
@@ -199,13 +220,18 @@ class Pipeline:
         return evidence
 
     def screened(
-        self, name: str, planned: Sequence[Mutant], evidence: Sequence[Evidence], first: int
+        self,
+        name: str,
+        planned: Sequence[Mutant],
+        evidence: Sequence[Evidence],
+        first: int,
+        copy: Workspace | None = None,
     ) -> tuple[list[CandidatePatch], str]:
-        """`planned` screened on a scratch copy; the survivors validated (numbered from `first`), and why the
-        screening stopped early ('' when it did not)."""
+        """`planned` screened on a scratch copy (`copy`, or a clean one); the survivors validated (numbered from
+        `first`), and why the screening stopped early ('' when it did not)."""
         limits = mutation.screening_limits()
         self.screenings += 1
-        copy = self.workspace.clone(self.scratch / f"{name}-{self.screenings}")
+        copy = copy or self.workspace.clone(self.scratch / f"{name}-{self.screenings}")
         report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
         self.stage(name, report.decision(), **report.fields())
         found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
