@@ -131,3 +131,10 @@ def test_offsets_count_bytes_so_non_ascii_lines_mutate_cleanly() -> None:
     relational = [m for m in found if m.operator == "relational" and m.after == ">="]
     (mutant,) = relational
     assert mutant.apply(source.encode()).decode() == 'def f(s):\n    return "é" * 2 if s >= 1 else s\n'
+
+
+def test_a_returned_positive_integer_is_negated_as_a_returned_negative_one_loses_its_sign() -> None:
+    source = "def cmp(a, b):\n    if a < b:\n        return -1\n    if a > b:\n        return 1\n    return 0\n"
+    found = changes(mutants(source, "m.py", [(1, 6)]))
+    assert {("sign_added", "1", "-1"), ("unary_removed", "-1", "1")} <= found
+    assert not any(after == "-0" for _, _, after in found)  # zero has no sign to flip

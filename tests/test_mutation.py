@@ -268,3 +268,55 @@ def test_a_tie_between_handler_changes_is_settled_by_the_least_change(scripted: 
     attempt = agentless(repo, LOOKUP_ISSUE, server.base_url, tied, handler_least_change=False, **options)
     assert attempt.exit_status == "no_valid_patch" and len(server.requests) >= 1
     assert stage_events(tied, "mutation")[-1]["decision"].startswith("not decisive: no one behaviour")
+
+
+RANK_SOURCE = '''def compare(a, b):
+    """-1, 0 or 1 as version a sorts before, with or after b; a release (no tag) after its tagged versions."""
+    if a[0] != b[0]:
+        return -1 if a[0] < b[0] else 1
+    if a[1] == b[1]:
+        return 0
+    if not a[1]:
+        return -1
+    elif not b[1]:
+        return 1
+    return -1 if a[1] < b[1] else 1
+'''
+RANK_FILES: dict[str, str | bytes] = {
+    "rank/__init__.py": "from rank.core import compare\n",
+    "rank/core.py": RANK_SOURCE,
+    "tests/test_core.py": (
+        "from rank import compare\n\n\ndef test_release_after_tag():\n    assert compare(('1', ''), ('1', 'rc')) == 1\n\n\n"
+        "def test_tag_before_release():\n    assert compare(('1', 'rc'), ('1', '')) == -1\n\n\n"
+        "def test_same():\n    assert compare(('1', 'a'), ('1', 'a')) == 0\n\n\n"
+        "def test_tags():\n    assert compare(('1', 'a'), ('1', 'b')) == -1\n"
+    ),
+}
+RANK_ISSUE = """A release sorts before its own release candidate
+
+    >>> from rank import compare
+    >>> compare(('1', ''), ('1', 'rc'))
+    -1
+
+I expected `1`: the release comes after the candidate.
+"""
+
+
+def test_a_mutant_that_is_part_of_a_fix_gets_a_second_point(scripted: Start, tmp_path: Path) -> None:
+    server = scripted([NO_EDIT])
+    options: dict[str, Any] = {"samples": 1, "one_shot": True, "mutation": True, "line_repair": False}
+    out = tmp_path / "run"
+    repo = make_repo(tmp_path / "rank", RANK_FILES)
+    attempt = agentless(repo, RANK_ISSUE, server.base_url, out, mutation_compose=True, **options)
+    assert attempt.exit_status == "validated", stages(out)
+    fixed = "    if not a[1]:\n        return 1\n    elif not b[1]:\n        return -1\n"
+    assert fixed in (repo / "rank" / "core.py").read_text() and server.requests == []
+    decisions = [e["decision"] for e in stage_events(out, "mutation")]
+    assert "is part of a fix: a second point screened by 2 tests" in decisions[1]  # both that failed on the original
+    assert decisions[2].startswith("1 of ") and "sign_added" in stage_events(out, "mutation")[2]["survivors"][0]
+
+    alone = tmp_path / "alone"
+    repo = make_repo(tmp_path / "again", RANK_FILES)
+    attempt = agentless(repo, RANK_ISSUE, server.base_url, alone, mutation_compose=False, **options)
+    assert attempt.exit_status == "no_valid_patch" and len(server.requests) >= 1
+    assert stage_events(alone, "mutation")[-1]["decision"].startswith("not decisive: the best mutant fixes 1 of")
