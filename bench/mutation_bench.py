@@ -1,6 +1,7 @@
 """Mutation alone on the A/B tasks, zero tokens: does a decisive mutant appear, and is it right?
 
-    python bench/mutation_bench.py [--split all|dev|test] [--tasks REGEX] [--cache DIR] [--work DIR] [--results FILE]
+    python bench/mutation_bench.py [--split all|dev|test] [--tasks REGEX] [--handler-least-change] [--compose]
+        [--cache DIR] [--work DIR] [--results FILE]
 
 Each task of bench/ab_tasks.toml is solved by the agentless arm with `mutation` on and a scripted model that never
 gives an edit (so every resolve is a mutant's; the snippet-made reproduction test is off, the issue's snippets and

@@ -158,13 +158,15 @@ def only_signals(**weights: float) -> Weights:
 
 def scripted_pipeline(**pipeline: Any) -> PipelineConfig:
     """A pipeline drawing exactly the samples a test scripts: no extra samples, related tests failing on the
-    original not required, every candidate shown whole to every sample, and no line repair calls (one pass when
-    asked), unless the test asks (all four are on by default; tests/test_sampling.py, tests/test_facts_pipeline.py,
-    tests/test_feedback.py and tests/test_line_repair.py test them)."""
+    original not required, every candidate shown whole to every sample, no line repair calls (one pass when asked)
+    and no mutants, unless the test asks (all five are on by default; tests/test_sampling.py,
+    tests/test_facts_pipeline.py, tests/test_feedback.py, tests/test_line_repair.py and tests/test_mutation.py test
+    them)."""
     pipeline.setdefault("extra_samples", False)
     pipeline.setdefault("one_entity", False)
     pipeline.setdefault("line_repair", False)
     pipeline.setdefault("line_passes", 1)
+    pipeline.setdefault("mutation", False)
     if "switches" not in pipeline:
         pipeline["switches"] = replace(switch_defaults(), failing_existing=False)
     return PipelineConfig(**pipeline)

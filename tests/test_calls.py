@@ -176,7 +176,9 @@ def first_prompt(server: ScriptedServer, repo: Path, issue: str, out: Path, **sw
     """Run the agentless arm (one sample) with `switched` [mechanisms] set; it must end `validated`. The first
     request's messages, joined."""
     switches = replace(switch_defaults(), failing_existing=False, **switched)
-    pipeline = PipelineConfig(samples=1, switches=switches, reproduce=False, extra_samples=False, line_repair=False)
+    pipeline = PipelineConfig(
+        samples=1, switches=switches, reproduce=False, extra_samples=False, line_repair=False, mutation=False
+    )
     model = ModelConfig(server.base_url, "scripted")
     config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
     assert solve(Task(repo=repo, issue=issue), config).exit_status == "validated"

@@ -105,7 +105,11 @@ def test_a_run_with_a_python_without_coverage_goes_on_and_its_trajectory_says_wh
     server = scripted([edit("shelf/core.py::Shelf.total", " + 1\n", "\n"), DONE])
     out = tmp_path / "run"
     pipeline = PipelineConfig(
-        samples=1, line_repair=False, switches=replace(switch_defaults(), issue_facts=True), reproduce=False
+        samples=1,
+        line_repair=False,
+        mutation=False,
+        switches=replace(switch_defaults(), issue_facts=True),
+        reproduce=False,
     )
     config = SolveConfig(
         "agentless",

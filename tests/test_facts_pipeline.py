@@ -25,7 +25,7 @@ def edit(selector: str, search: str, replace_with: str) -> dict[str, Any]:
 
 def run(repo: Path, issue: str, url: str, out: Path, **switches: bool) -> Attempt:
     pipeline = PipelineConfig(
-        samples=2, line_repair=False, switches=replace(switch_defaults(), **switches), reproduce=False
+        samples=2, line_repair=False, mutation=False, switches=replace(switch_defaults(), **switches), reproduce=False
     )
     config = SolveConfig(
         "agentless", ModelConfig(url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
@@ -58,7 +58,11 @@ def test_without_issue_facts_no_snippet_runs(scripted: Start, tmp_path: Path) ->
     server = scripted([edit("shelf/core.py::Shelf.__setitem__", FIX, ""), DONE])
     out = tmp_path / "run"
     pipeline = PipelineConfig(
-        samples=1, line_repair=False, switches=replace(switch_defaults(), issue_facts=False), reproduce=False
+        samples=1,
+        line_repair=False,
+        mutation=False,
+        switches=replace(switch_defaults(), issue_facts=False),
+        reproduce=False,
     )
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
@@ -109,7 +113,7 @@ def test_by_default_a_patch_leaving_a_failing_related_test_draws_another_sample(
     right = edit("shelf/core.py::Shelf.total", " + 1\n", "\n")
     server = scripted([elsewhere, DONE, right, DONE])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, one_shot=False, reproduce=False, line_repair=False)
+    pipeline = PipelineConfig(samples=1, one_shot=False, reproduce=False, line_repair=False, mutation=False)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )
@@ -127,7 +131,11 @@ def test_a_reproducing_snippet_becomes_the_reproduction_test_without_a_model_cal
     server = scripted([edit("shelf/core.py::Shelf.__setitem__", FIX, ""), DONE])
     out = tmp_path / "run"
     pipeline = PipelineConfig(
-        samples=1, line_repair=False, switches=replace(switch_defaults(), snippet_test=True), reproduce=True
+        samples=1,
+        line_repair=False,
+        mutation=False,
+        switches=replace(switch_defaults(), snippet_test=True),
+        reproduce=True,
     )
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
@@ -151,7 +159,7 @@ def test_the_reproduction_prompt_says_what_the_snippet_did(scripted: Start, tmp_
     )
     out = tmp_path / "run"
     switches = replace(switch_defaults(), reproduce_facts=True, snippet_test=False)  # the model writes the test
-    pipeline = PipelineConfig(samples=1, line_repair=False, switches=switches, reproduce=True)
+    pipeline = PipelineConfig(samples=1, line_repair=False, mutation=False, switches=switches, reproduce=True)
     config = SolveConfig(
         "agentless", ModelConfig(server.base_url, "scripted"), Limits(max_turns=40), out, zero_pricer, pipeline=pipeline
     )

@@ -229,7 +229,7 @@ def test_a_file_name_that_is_not_utf8_in_an_agentless_run(bad_name_repo: Path, s
     answer = "```python\ndef add(a, b):\n    return a + b\n```"
     server = scripted([{"content": answer}])
     out = tmp_path / "run"
-    pipeline = PipelineConfig(samples=1, reproduce=False, one_shot=True, line_repair=False)
+    pipeline = PipelineConfig(samples=1, reproduce=False, one_shot=True, line_repair=False, mutation=False)
     model = ModelConfig(server.base_url, "scripted")
     config = SolveConfig("agentless", model, Limits(max_turns=40), out, zero_pricer, pipeline=pipeline)
     attempt = solve(Task(repo=bad_name_repo, issue=CALC_ISSUE), config)

@@ -39,7 +39,7 @@ def run(repo: Path, url: str, out: Path, limits: Limits = DEFAULT_LIMITS, **pipe
         limits,
         out,
         zero_pricer,
-        pipeline=PipelineConfig(**{"line_repair": False, **options}),
+        pipeline=PipelineConfig(**{"line_repair": False, "mutation": False, **options}),
     )
     return solve(Task(repo=repo, issue=ISSUE), config)
 

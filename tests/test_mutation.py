@@ -286,7 +286,8 @@ RANK_FILES: dict[str, str | bytes] = {
     "rank/__init__.py": "from rank.core import compare\n",
     "rank/core.py": RANK_SOURCE,
     "tests/test_core.py": (
-        "from rank import compare\n\n\ndef test_release_after_tag():\n    assert compare(('1', ''), ('1', 'rc')) == 1\n\n\n"
+        "from rank import compare\n\n\n"
+        "def test_release_after_tag():\n    assert compare(('1', ''), ('1', 'rc')) == 1\n\n\n"
         "def test_tag_before_release():\n    assert compare(('1', 'rc'), ('1', '')) == -1\n\n\n"
         "def test_same():\n    assert compare(('1', 'a'), ('1', 'a')) == 0\n\n\n"
         "def test_tags():\n    assert compare(('1', 'a'), ('1', 'b')) == -1\n"

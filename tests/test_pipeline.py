@@ -406,7 +406,7 @@ def test_failing_test_drives_sbfl_stop_after_green_and_validation(
         Limits(max_turns=10),
         out,
         zero_pricer,
-        pipeline=PipelineConfig(samples=1, line_repair=False),
+        pipeline=PipelineConfig(samples=1, line_repair=False, mutation=False),
     )
     task = Task(repo=calc_repo, issue="add is wrong", failing_test="tests/test_calc.py::test_add")
     attempt = solve(task, config)
@@ -485,7 +485,7 @@ def test_a_model_measured_to_do_better_one_shot_gets_it_by_default(
         Limits(max_turns=5),
         out,
         zero_pricer,
-        pipeline=PipelineConfig(samples=1, reproduce=False, line_repair=False),
+        pipeline=PipelineConfig(samples=1, reproduce=False, line_repair=False, mutation=False),
     )
     attempt = solve(Task(calc_repo, TRACEBACK_ISSUE), config)
     assert attempt.exit_status == "validated" and len(server.requests) == 1

@@ -39,7 +39,7 @@ def test_a_run_sends_the_overridden_prompt(
         Limits(max_turns=5),
         tmp_path / "out",
         zero_pricer,
-        pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False, line_repair=False),
+        pipeline=PipelineConfig(samples=1, one_shot=True, reproduce=False, line_repair=False, mutation=False),
     )
     attempt = solve(Task(calc_repo, CALC_ISSUE), config)
     assert attempt.exit_status == "validated" and "+    return a + b" in attempt.patch

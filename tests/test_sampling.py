@@ -14,7 +14,7 @@ from tests.helpers import CALC_SOURCE, Start, make_repo
 from tests.test_feedback import REPRO, RIGHT, WRONG
 from tests.test_pipeline import TRACEBACK_ISSUE, agentless, stages
 
-THREE: dict[str, Any] = {"one_shot": True, "samples": 3, "top_k": 1, "max_samples": 5}
+THREE: dict[str, Any] = {"one_shot": True, "samples": 3, "top_k": 1, "max_samples": 5, "mutation": False}
 
 
 def sampling(out: Path) -> list[str]:
