@@ -9,11 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from snaffle.agentless import mutation
+from snaffle.agentless.config import PipelineConfig
 from snaffle.agentless.evidence import TestEvidence
 from snaffle.agentless.mutants import Mutant, mutants
 from snaffle.agentless.mutation import changes_less, decisive, handler_classes, least_handler_change, seconded
 from snaffle.agentless.validate import CandidatePatch
+from snaffle.exceptions import UserError
 from snaffle.model.client import ModelConfig
 from snaffle.run import SolveConfig, solve, zero_pricer
 from snaffle.sandbox import Sandbox
@@ -321,3 +325,27 @@ def test_a_mutant_that_is_part_of_a_fix_gets_a_second_point(scripted: Start, tmp
     attempt = agentless(repo, RANK_ISSUE, server.base_url, alone, mutation_compose=False, **options)
     assert attempt.exit_status == "no_valid_patch" and len(server.requests) >= 1
     assert stage_events(alone, "mutation")[-1]["decision"].startswith("not decisive: the best mutant fixes 1 of")
+
+
+def test_a_slow_suite_stops_the_survivors_validation_at_its_budget(scripted: Start, tmp_path: Path) -> None:
+    slow_test = (
+        "\n\ndef test_slow():\n    import time\n\n    time.sleep(1.5)\n    assert get_in(['a'], {'a': 1}) == 1\n"
+    )
+    files = {**LOOKUP_FILES, "tests/test_core.py": str(LOOKUP_FILES["tests/test_core.py"]) + slow_test}
+    repo = make_repo(tmp_path / "lookup", files)
+    server = scripted([NO_EDIT])
+    out = tmp_path / "run"
+    options: dict[str, Any] = {"samples": 1, "one_shot": True, "mutation": True, "line_repair": False}
+    attempt = agentless(repo, LOOKUP_ISSUE, server.base_url, out, survivor_validation_s=1.0, **options)
+    assert attempt.exit_status == "no_valid_patch" and len(server.requests) >= 1  # the model was asked
+    screened, verdict = stage_events(out, "mutation")
+    assert len(screened["survivors"]) >= 3 and len(stage_events(out, "validate")) == 1 + 1  # one mutant, one sample
+    assert verdict["decision"] == (
+        "not decisive: screening stopped early (validation budget of 1 s spent: 1 of "
+        f"{len(screened['survivors'])} validated); the model's samples decide"
+    )
+
+
+def test_a_validation_budget_of_nothing_is_refused() -> None:
+    with pytest.raises(UserError, match="survivor_validation_s = 0: expected more than 0"):
+        PipelineConfig(survivor_validation_s=0)

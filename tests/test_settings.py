@@ -253,3 +253,13 @@ def test_the_existing_failures_cap_is_a_setting_and_below_one_is_refused(tmp_pat
     assert got["line_nested"] == {"value": True, "from": "flag"}
     args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
     refused(snaffle("solve", "--max-existing-failures", "0", *args), "max_existing_failures = 0: expected 1 or more")
+
+
+def test_the_survivors_validation_budget_is_a_setting_and_nothing_is_refused(tmp_path: Path) -> None:
+    got = shown("solve", "-c", "survivor_validation_s=30", "--no-mutation")
+    assert got["survivor_validation_s"] == {"value": 30, "from": "-c"}
+    assert got["mutation"] == {"value": False, "from": "flag"}
+    args = ("--repo", ".", "--issue", "x", "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1")
+    refused(
+        snaffle("solve", "--survivor-validation-s", "0", *args), "survivor_validation_s = 0.0: expected more than 0"
+    )

@@ -68,6 +68,7 @@ FROM_DATA = (
     "line_passes",
     "line_entities",
     "max_existing_failures",
+    "survivor_validation_s",
 )
 """The fields whose defaults are the data file's [pipeline] table: each a required key there."""
 
@@ -235,6 +236,10 @@ class PipelineConfig:
     max_existing_failures: int = _from_data("max_existing_failures")
     """Related tests failing an assertion on the original are evidence up to this many (more: the environment's
     trouble, not the issue's bug) and half the baseline."""
+    survivor_validation_s: float = _from_data("survivor_validation_s")
+    """The seconds the screened survivors' validation (the related tests, once per survivor) may take, mutants and
+    line corrections alike; the survivors not reached then are no candidates, and nothing of that screening is
+    decisive."""
     failing_by_function: bool = _from_data("failing_by_function")
     """Related tests failing on the original are capped by test function (a parametrized test's cases once)."""
     unguarded_submitted: bool = _from_data("unguarded_submitted")
@@ -260,6 +265,8 @@ class PipelineConfig:
             raise UserError(f"line_passes = {self.line_passes!r}: expected 1 to {MAX_LINE_PASSES}")
         if self.max_existing_failures < 1:
             raise UserError(f"max_existing_failures = {self.max_existing_failures!r}: expected 1 or more")
+        if not self.survivor_validation_s > 0:
+            raise UserError(f"survivor_validation_s = {self.survivor_validation_s!r}: expected more than 0")
 
     def targets_one(self, sample: int) -> bool:
         """Whether sample `sample` rewrites one candidate only, the others shown as signatures."""

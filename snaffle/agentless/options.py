@@ -87,6 +87,10 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--line-entities", type=int, default=defaults.line_entities, help=entities)
     failing = "related tests failing on the original are evidence up to this many (default %(default)s)"
     group.add_argument("--max-existing-failures", type=int, default=defaults.max_existing_failures, help=failing)
+    survivors = "the seconds the validation of screened mutants and line corrections may take (default %(default)s)"
+    group.add_argument(
+        "--survivor-validation-s", type=float, default=defaults.survivor_validation_s, metavar="S", help=survivors
+    )
     passes = "with --line-repair: 1, one greedy call per line; N, each line again at the sample temperature, up to "
     group.add_argument(
         "--line-passes",
@@ -156,6 +160,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
         line_passes=args.line_passes,
         line_entities=args.line_entities,
         max_existing_failures=args.max_existing_failures,
+        survivor_validation_s=args.survivor_validation_s,
         one_entity_scope=args.one_entity_scope,
         **{name: getattr(args, name) for name in SWITCHES},
     )

@@ -25,6 +25,7 @@ from snaffle.agentless.facts import ExecutionFacts
 from snaffle.agentless.feedback import FollowUp, closed_fence, decode_model, follow_up_model, judge_all
 from snaffle.agentless.localize import Localization, Localizer
 from snaffle.agentless.mutants import Mutant
+from snaffle.agentless.mutation import Survivor
 from snaffle.agentless.repair import RepairContext, repair_sample
 from snaffle.agentless.sampling import SamplingPlan
 from snaffle.agentless.sbfl import Spectrum, spectrum
@@ -234,13 +235,24 @@ class Pipeline:
         copy = copy or self.workspace.clone(self.scratch / f"{name}-{self.screenings}")
         report = mutation.screen(copy, planned, evidence, self.sandbox, limits)
         self.stage(name, report.decision(), **report.fields())
-        found = [self.validate(first + i, s.patch, s.mutant.describe()) for i, s in enumerate(report.survivors)]
+        found, stopped = self.validated_survivors(report.survivors, first)
         if self.config.handler_least_change:
-            kept = mutation.least_handler_change(report.survivors, found)
+            kept = mutation.least_handler_change(report.survivors[: len(found)], found)
             if aside := [c.origin for c in found if c not in kept]:
                 self.stage(name, f"{len(aside)} handler changes set aside: another catches less", aside=aside)
             found = kept
-        return found, report.stopped
+        return found, report.stopped or stopped
+
+    def validated_survivors(self, survivors: Sequence[Survivor], first: int) -> tuple[list[CandidatePatch], str]:
+        """Each survivor validated (numbered from `first`) while `survivor_validation_s` lasts; why it stopped
+        short ('' when every one was)."""
+        started, budget = time.monotonic(), self.config.survivor_validation_s
+        found: list[CandidatePatch] = []
+        for number, survivor in enumerate(survivors, first):
+            if time.monotonic() - started > budget:
+                return found, f"validation budget of {budget:g} s spent: {len(found)} of {len(survivors)} validated"
+            found.append(self.validate(number, survivor.patch, survivor.mutant.describe()))
+        return found, ""
 
     def decisive(self, name: str, found: Sequence[CandidatePatch], stopped: str) -> bool:
         """Whether the screened survivors end the repair (agentless/mutation.py, `indecision`); why not, in a stage."""
