@@ -182,7 +182,7 @@ def indecision(found: Sequence[CandidatePatch], stopped: str) -> str:
     chosen = validated_choice(found)
     if chosen is None:
         return "none is validated"
-    if chosen.fixed and chosen.unfixed:
+    if chosen.part_of_fix:
         return f"the best mutant fixes {chosen.fixed} of the related tests failing on the original, not all"
     rivals = [m for m in found if m.valid and m.key != chosen.key]
     if any(evidence_rank(m) <= evidence_rank(chosen) for m in rivals):
@@ -194,7 +194,7 @@ def partial(found: Sequence[CandidatePatch]) -> CandidatePatch | None:
     """The survivor selection would choose when it is part of a fix: it fixes some related tests failing on the
     original and leaves others failing (see `indecision`); None otherwise."""
     chosen = validated_choice(found)
-    return chosen if chosen is not None and chosen.fixed and chosen.unfixed else None
+    return chosen if chosen is not None and chosen.part_of_fix else None
 
 
 def seconded(found: Sequence[CandidatePatch], samples: Sequence[CandidatePatch]) -> list[CandidatePatch]:

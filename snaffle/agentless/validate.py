@@ -77,6 +77,11 @@ class CandidatePatch:
         return bool(self.patch.strip()) and self.semantic and not self.regressions and self.fixes_failing is not False
 
     @property
+    def part_of_fix(self) -> bool:
+        """It fixes some related tests that failed on the original and leaves others failing."""
+        return bool(self.fixed and self.unfixed)
+
+    @property
     def evidenced(self) -> bool:
         """Some test shows the patch fixes something, not only that it breaks nothing."""
         return bool(self.fixes_failing or self.reproduces or self.fixed)
